@@ -1,0 +1,1 @@
+//! The Fluss log record batch header: layout, validation, stamping.

@@ -1,0 +1,4 @@
+//! One module per `fjord` subcommand.
+
+pub mod pipeline;
+pub mod server;

@@ -1,0 +1,42 @@
+//! The `fjord` binary: one clap dispatcher, one module per subcommand under
+//! `cmd/`. Each module owns its `Args` and its `run`; this file only routes.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+
+/// Fjord: a Fluss-protocol streaming storage server with a built-in CDC pipeline.
+#[derive(Parser)]
+#[command(name = "fjord", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start a single-node Fjord server (coordinator and tablet server in one process).
+    Server(cmd::server::Args),
+    /// Run a CDC pipeline defined in Flink CDC 3 pipeline YAML.
+    Pipeline(cmd::pipeline::Args),
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    init_logging();
+    match cli.command {
+        Command::Server(args) => cmd::server::run(args),
+        Command::Pipeline(args) => cmd::pipeline::run(args),
+    }
+}
+
+/// Logs go to stderr, filtered by `RUST_LOG` (default `info`), so that stdout
+/// stays free for data (`fjord scan`, the pipeline's print sink).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
