@@ -1,0 +1,5 @@
+//! Cluster metadata: the [`store::MetaStore`] seam and the [`catalog`] of
+//! databases, tables and ids built on it.
+
+pub mod catalog;
+pub mod store;

@@ -1,0 +1,925 @@
+//! The catalog: databases, tables and id allocation, kept in the
+//! [`MetaStore`] tree, with an in-memory index of tables by id for the data
+//! path.
+//!
+//! Tree layout (all node data is JSON with a `version` field):
+//! ```text
+//! /databases/<db>            {"version":1,"database_json":"..","created_time":..,"modified_time":..}
+//! /databases/<db>/<table>    {"version":1,"table_id":..,"schema_id":1,"bucket_count":..,
+//!                             "created_time":..,"modified_time":..,"table":{<Fluss table JSON>}}
+//! /ids/table                 next table id, decimal
+//! /ids/writer                first writer id not yet reserved, decimal
+//! ```
+//! A table is one node, so creating or dropping it is one atomic store
+//! operation; the by-id index is rebuilt from the tree on open.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Map, Value};
+
+use crate::error::{ApiError, Code};
+use crate::meta::store::{MetaError, MetaStore};
+
+/// Longest database or table name Fluss accepts.
+pub const NAME_LENGTH_MAX: usize = 200;
+/// Writer ids are reserved in the store this many at a time, so InitWriter
+/// costs a store write once per block while ids stay unique across restarts
+/// (a restart skips the rest of the reserved block).
+pub const WRITER_ID_BLOCK: i64 = 1000;
+/// The schema id of a table's first (and, before ALTER exists, only) schema.
+pub const FIRST_SCHEMA_ID: i32 = 1;
+/// How often an id allocation retries a lost compare-and-set before giving
+/// up; only concurrent allocators in this process can race.
+const CAS_RETRIES_MAX: usize = 64;
+
+const DATABASES: &str = "/databases";
+const IDS: &str = "/ids";
+const TABLE_ID_NODE: &str = "/ids/table";
+const WRITER_ID_NODE: &str = "/ids/writer";
+
+/// A database and table name pair.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TablePath {
+    /// Database name.
+    pub database: String,
+    /// Table name.
+    pub table: String,
+}
+
+/// A database as stored.
+#[derive(Debug, Clone)]
+pub struct DatabaseInfo {
+    /// The database descriptor JSON, as clients send and parse it.
+    pub database_json: Vec<u8>,
+    /// Creation time, ms since the epoch.
+    pub created_ms: i64,
+    /// Last modification time, ms since the epoch.
+    pub modified_ms: i64,
+}
+
+/// A log table as stored; immutable once created (shared as `Arc`).
+#[derive(Debug, Clone)]
+pub struct TableInfo {
+    /// The table's id, unique for the life of the data dir.
+    pub table_id: i64,
+    /// Database and table name.
+    pub path: TablePath,
+    /// The id of the table's current schema.
+    pub schema_id: i32,
+    /// Number of buckets (≥ 1).
+    pub bucket_count: i32,
+    /// The table descriptor JSON in the form clients parse (bucket count,
+    /// bucket keys and defaulted properties filled in).
+    pub table_json: Vec<u8>,
+    /// The schema JSON (the `schema` member of `table_json`).
+    pub schema_json: Vec<u8>,
+    /// Creation time, ms since the epoch.
+    pub created_ms: i64,
+    /// Last modification time, ms since the epoch.
+    pub modified_ms: i64,
+}
+
+/// Settings the catalog applies when creating tables.
+#[derive(Debug, Clone)]
+pub struct CatalogOptions {
+    /// Bucket count for tables that do not name one (`default.bucket.number`).
+    pub default_bucket_count: i32,
+    /// Most buckets one table may have (`max.bucket.num`).
+    pub bucket_count_max: i32,
+    /// Replication factor for tables that do not name one
+    /// (`default.replication.factor`); a single node only supports 1.
+    pub default_replication_factor: i32,
+}
+
+/// Databases, tables and ids on top of a [`MetaStore`].
+pub struct Catalog {
+    store: Arc<dyn MetaStore>,
+    options: CatalogOptions,
+    tables_by_id: RwLock<HashMap<i64, Arc<TableInfo>>>,
+    /// Writer ids handed out from the reserved block: (next, end exclusive).
+    writer_ids: Mutex<(i64, i64)>,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Fluss's rule for database and table names: 1..=200 ASCII alphanumerics,
+/// `_` or `-`, not `.`/`..`, not starting with the reserved `__`.
+fn invalid_name_reason(name: &str) -> Option<String> {
+    if name.is_empty() {
+        return Some("the empty string is not allowed".to_owned());
+    }
+    if name.len() > NAME_LENGTH_MAX {
+        return Some(format!(
+            "the length of '{name}' is longer than the max allowed length {NAME_LENGTH_MAX}"
+        ));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Some(format!(
+            "'{name}' contains one or more characters other than ASCII alphanumerics, '_' and '-'"
+        ));
+    }
+    if name.starts_with("__") {
+        return Some(format!("'{name}' starts with the reserved prefix '__'"));
+    }
+    None
+}
+
+/// Checks a database name, answering `InvalidDatabaseException`.
+pub fn validate_database_name(name: &str) -> Result<(), ApiError> {
+    match invalid_name_reason(name) {
+        None => Ok(()),
+        Some(why) => Err(ApiError::new(
+            Code::InvalidDatabase,
+            format!("Database name {name} is invalid: {why}"),
+        )),
+    }
+}
+
+/// Checks a table path, answering `InvalidDatabaseException` or
+/// `InvalidTableException`.
+pub fn validate_table_path(path: &TablePath) -> Result<(), ApiError> {
+    validate_database_name(&path.database)?;
+    match invalid_name_reason(&path.table) {
+        None => Ok(()),
+        Some(why) => Err(ApiError::new(
+            Code::InvalidTable,
+            format!("Table name {} is invalid: {why}", path.table),
+        )),
+    }
+}
+
+fn db_node(db: &str) -> String {
+    format!("{DATABASES}/{db}")
+}
+
+fn table_node(path: &TablePath) -> String {
+    format!("{DATABASES}/{}/{}", path.database, path.table)
+}
+
+fn corrupt(node: &str, why: impl std::fmt::Display) -> ApiError {
+    ApiError::new(
+        Code::UnknownServerError,
+        format!("metadata node {node} is unreadable: {why}"),
+    )
+}
+
+impl Catalog {
+    /// Opens the catalog on `store`, creating the top-level nodes if missing
+    /// and indexing every stored table by id.
+    pub fn open(store: Arc<dyn MetaStore>, options: CatalogOptions) -> Result<Self, ApiError> {
+        for (node, data) in [
+            (DATABASES, &b""[..]),
+            (IDS, b""),
+            (TABLE_ID_NODE, b"1"),
+            (WRITER_ID_NODE, b"0"),
+        ] {
+            match store.create(node, data) {
+                Ok(()) | Err(MetaError::NodeExists(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let catalog = Self {
+            store,
+            options,
+            tables_by_id: RwLock::new(HashMap::new()),
+            writer_ids: Mutex::new((0, 0)),
+        };
+        let mut index = HashMap::new();
+        for db in catalog.store.children(DATABASES)? {
+            for table in catalog.store.children(&db_node(&db))? {
+                let path = TablePath {
+                    database: db.clone(),
+                    table,
+                };
+                if let Some(info) = catalog.read_table(&path)? {
+                    index.insert(info.table_id, Arc::new(info));
+                }
+            }
+        }
+        *catalog
+            .tables_by_id
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = index;
+        Ok(catalog)
+    }
+
+    /// The options tables are created with.
+    pub fn options(&self) -> &CatalogOptions {
+        &self.options
+    }
+
+    // ---- databases ----
+
+    /// Creates a database. `database_json` is the client's descriptor (or
+    /// `None` for an empty one). With `ignore_if_exists`, an existing
+    /// database is not an error.
+    pub fn create_database(
+        &self,
+        name: &str,
+        database_json: Option<&[u8]>,
+        ignore_if_exists: bool,
+    ) -> Result<(), ApiError> {
+        validate_database_name(name)?;
+        let descriptor: Value = match database_json {
+            Some(bytes) if !bytes.is_empty() => serde_json::from_slice(bytes).map_err(|e| {
+                ApiError::new(
+                    Code::InvalidDatabase,
+                    format!("database descriptor JSON of {name} is invalid: {e}"),
+                )
+            })?,
+            _ => json!({"version": 1, "custom_properties": {}}),
+        };
+        if !descriptor.is_object() {
+            return Err(ApiError::new(
+                Code::InvalidDatabase,
+                format!("database descriptor of {name} must be a JSON object"),
+            ));
+        }
+        let now = now_ms();
+        let record = json!({
+            "version": 1,
+            "database_json": descriptor.to_string(),
+            "created_time": now,
+            "modified_time": now,
+        });
+        match self
+            .store
+            .create(&db_node(name), record.to_string().as_bytes())
+        {
+            Ok(()) => Ok(()),
+            Err(MetaError::NodeExists(_)) if ignore_if_exists => Ok(()),
+            Err(MetaError::NodeExists(_)) => Err(ApiError::new(
+                Code::DatabaseAlreadyExist,
+                format!("Database {name} already exists."),
+            )),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Reads a database, or `None`.
+    pub fn database(&self, name: &str) -> Result<Option<DatabaseInfo>, ApiError> {
+        if invalid_name_reason(name).is_some() {
+            return Ok(None);
+        }
+        let node = db_node(name);
+        let Some(v) = self.store.get(&node)? else {
+            return Ok(None);
+        };
+        let rec: Value = serde_json::from_slice(&v.data).map_err(|e| corrupt(&node, e))?;
+        let json = rec["database_json"]
+            .as_str()
+            .ok_or_else(|| corrupt(&node, "no database_json"))?;
+        Ok(Some(DatabaseInfo {
+            database_json: json.as_bytes().to_vec(),
+            created_ms: rec["created_time"].as_i64().unwrap_or(0),
+            modified_ms: rec["modified_time"].as_i64().unwrap_or(0),
+        }))
+    }
+
+    /// Names of all databases, sorted.
+    pub fn list_databases(&self) -> Result<Vec<String>, ApiError> {
+        Ok(self.store.children(DATABASES)?)
+    }
+
+    /// Drops a database and returns the ids of the tables dropped with it
+    /// (their data is the caller's to delete). Without `cascade` a database
+    /// that still has tables is refused.
+    pub fn drop_database(
+        &self,
+        name: &str,
+        ignore_if_not_exists: bool,
+        cascade: bool,
+    ) -> Result<Vec<i64>, ApiError> {
+        let node = db_node(name);
+        if invalid_name_reason(name).is_some() || self.store.get(&node)?.is_none() {
+            return if ignore_if_not_exists {
+                Ok(Vec::new())
+            } else {
+                Err(ApiError::new(
+                    Code::DatabaseNotExist,
+                    format!("Database {name} does not exist."),
+                ))
+            };
+        }
+        let tables = self.store.children(&node)?;
+        if !tables.is_empty() && !cascade {
+            return Err(ApiError::new(
+                Code::DatabaseNotEmpty,
+                format!(
+                    "Database {name} is not empty: it has {} table(s); drop them first or drop with cascade.",
+                    tables.len()
+                ),
+            ));
+        }
+        let mut dropped = Vec::with_capacity(tables.len());
+        for table in tables {
+            let path = TablePath {
+                database: name.to_owned(),
+                table,
+            };
+            if let Some(id) = self.drop_table(&path, true)? {
+                dropped.push(id);
+            }
+        }
+        match self.store.delete(&node, None) {
+            Ok(()) | Err(MetaError::NoNode(_)) => Ok(dropped),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    // ---- tables ----
+
+    /// Creates a log table from the client's table descriptor JSON:
+    /// validates it, fills in defaults (bucket count, bucket keys,
+    /// replication factor), allocates a table id and stores it. Returns the
+    /// new table, or `None` if it existed and `ignore_if_exists` was set.
+    pub fn create_table(
+        &self,
+        path: &TablePath,
+        table_json: &[u8],
+        ignore_if_exists: bool,
+    ) -> Result<Option<Arc<TableInfo>>, ApiError> {
+        validate_table_path(path)?;
+        if self.store.get(&db_node(&path.database))?.is_none() {
+            return Err(ApiError::new(
+                Code::DatabaseNotExist,
+                format!("Database {} does not exist.", path.database),
+            ));
+        }
+        if self.store.get(&table_node(path))?.is_some() {
+            return if ignore_if_exists {
+                Ok(None)
+            } else {
+                Err(already_exists(path))
+            };
+        }
+        let (descriptor, bucket_count) = self.normalize_table_json(path, table_json)?;
+        let table_id = self.allocate_table_id()?;
+        let now = now_ms();
+        let record = json!({
+            "version": 1,
+            "table_id": table_id,
+            "schema_id": FIRST_SCHEMA_ID,
+            "bucket_count": bucket_count,
+            "created_time": now,
+            "modified_time": now,
+            "table": descriptor,
+        });
+        match self
+            .store
+            .create(&table_node(path), record.to_string().as_bytes())
+        {
+            Ok(()) => {}
+            Err(MetaError::NodeExists(_)) if ignore_if_exists => return Ok(None),
+            Err(MetaError::NodeExists(_)) => return Err(already_exists(path)),
+            Err(MetaError::NoNode(_)) => {
+                return Err(ApiError::new(
+                    Code::DatabaseNotExist,
+                    format!("Database {} does not exist.", path.database),
+                ))
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let info = Arc::new(table_info_from_record(
+            path.clone(),
+            &record,
+            &table_node(path),
+        )?);
+        self.tables_by_id
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(table_id, Arc::clone(&info));
+        Ok(Some(info))
+    }
+
+    /// Validates a table descriptor and fills in the defaults Fluss fills
+    /// in; returns the descriptor to store and its bucket count.
+    fn normalize_table_json(
+        &self,
+        path: &TablePath,
+        table_json: &[u8],
+    ) -> Result<(Value, i32), ApiError> {
+        let invalid = |why: String| {
+            ApiError::new(
+                Code::InvalidTable,
+                format!("Table {}.{} is invalid: {why}", path.database, path.table),
+            )
+        };
+        let mut desc: Value = serde_json::from_slice(table_json)
+            .map_err(|e| invalid(format!("the table descriptor is not valid JSON: {e}")))?;
+        let obj = desc
+            .as_object_mut()
+            .ok_or_else(|| invalid("the table descriptor must be a JSON object".to_owned()))?;
+
+        let schema = obj
+            .get("schema")
+            .and_then(Value::as_object)
+            .ok_or_else(|| invalid("the table descriptor has no schema object".to_owned()))?;
+        let columns = schema
+            .get("columns")
+            .and_then(Value::as_array)
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| invalid("the schema has no columns".to_owned()))?;
+        let mut names = Vec::with_capacity(columns.len());
+        for col in columns {
+            let name = col
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| invalid("a column has no name".to_owned()))?;
+            if col.get("data_type").is_none_or(|t| !t.is_object()) {
+                return Err(invalid(format!("column {name} has no data_type")));
+            }
+            if names.contains(&name) {
+                return Err(invalid(format!("column name {name} appears twice")));
+            }
+            names.push(name);
+        }
+        if schema
+            .get("primary_key")
+            .and_then(Value::as_array)
+            .is_some_and(|pk| !pk.is_empty())
+        {
+            return Err(invalid(
+                "primary-key tables are not supported by this Fjord version yet; create a log table (no primary key)".to_owned(),
+            ));
+        }
+        if obj
+            .get("partition_key")
+            .and_then(Value::as_array)
+            .is_some_and(|pk| !pk.is_empty())
+        {
+            return Err(invalid(
+                "partitioned tables are not supported by this Fjord version yet; create the table without partition keys".to_owned(),
+            ));
+        }
+        let names: Vec<String> = names.into_iter().map(str::to_owned).collect();
+
+        let bucket_keys: Vec<String> = match obj.get("bucket_key") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(keys)) => keys
+                .iter()
+                .map(|k| k.as_str().map(str::to_owned))
+                .collect::<Option<_>>()
+                .ok_or_else(|| invalid("bucket keys must be strings".to_owned()))?,
+            Some(_) => return Err(invalid("bucket_key must be an array".to_owned())),
+        };
+        for key in &bucket_keys {
+            if !names.contains(key) {
+                return Err(invalid(format!(
+                    "bucket key {key} is not a column of the table (columns: {})",
+                    names.join(", ")
+                )));
+            }
+        }
+        let bucket_count = match obj.get("bucket_count") {
+            None | Some(Value::Null) => self.options.default_bucket_count,
+            Some(v) => v
+                .as_i64()
+                .and_then(|n| i32::try_from(n).ok())
+                .ok_or_else(|| invalid("bucket_count must be an integer".to_owned()))?,
+        };
+        if bucket_count < 1 {
+            return Err(invalid(format!(
+                "the bucket count must be at least 1, got {bucket_count}"
+            )));
+        }
+        if bucket_count > self.options.bucket_count_max {
+            return Err(ApiError::new(
+                Code::BucketMaxNum,
+                format!(
+                    "Table {}.{} asks for {bucket_count} buckets, more than the maximum {} (max.bucket.num).",
+                    path.database, path.table, self.options.bucket_count_max
+                ),
+            ));
+        }
+
+        let props = obj
+            .entry("properties")
+            .or_insert_with(|| Value::Object(Map::new()));
+        let props = props
+            .as_object_mut()
+            .ok_or_else(|| invalid("properties must be an object".to_owned()))?;
+        if props.values().any(|v| !v.is_string()) {
+            return Err(invalid("property values must be strings".to_owned()));
+        }
+        if let Some(format) = props.get("table.log.format").and_then(Value::as_str) {
+            if !format.eq_ignore_ascii_case("ARROW") {
+                return Err(ApiError::new(
+                    Code::InvalidConfig,
+                    format!(
+                        "table.log.format {format} is not supported yet; only ARROW log tables are"
+                    ),
+                ));
+            }
+        }
+        let rf_key = "table.replication.factor";
+        let rf = match props.get(rf_key).and_then(Value::as_str) {
+            Some(s) => s.trim().parse::<i32>().map_err(|_| {
+                ApiError::new(
+                    Code::InvalidConfig,
+                    format!("{rf_key} must be an integer, got {s}"),
+                )
+            })?,
+            None => self.options.default_replication_factor,
+        };
+        if rf != 1 {
+            return Err(ApiError::new(
+                Code::InvalidReplicationFactor,
+                format!("Replication factor {rf} is larger than the number of available tablet servers (1)."),
+            ));
+        }
+        props.insert(rf_key.to_owned(), Value::String(rf.to_string()));
+
+        obj.insert("bucket_key".to_owned(), json!(bucket_keys));
+        obj.insert("bucket_count".to_owned(), json!(bucket_count));
+        obj.entry("partition_key").or_insert_with(|| json!([]));
+        obj.entry("custom_properties")
+            .or_insert_with(|| Value::Object(Map::new()));
+        obj.entry("version").or_insert_with(|| json!(1));
+        Ok((desc, bucket_count))
+    }
+
+    fn read_table(&self, path: &TablePath) -> Result<Option<TableInfo>, ApiError> {
+        let node = table_node(path);
+        let Some(v) = self.store.get(&node)? else {
+            return Ok(None);
+        };
+        let rec: Value = serde_json::from_slice(&v.data).map_err(|e| corrupt(&node, e))?;
+        table_info_from_record(path.clone(), &rec, &node).map(Some)
+    }
+
+    /// Reads a table by path, or `None`.
+    pub fn table(&self, path: &TablePath) -> Result<Option<Arc<TableInfo>>, ApiError> {
+        if validate_table_path(path).is_err() {
+            return Ok(None);
+        }
+        // Served from the index when present: it holds exactly the stored tables.
+        let index = self.tables_by_id.read().unwrap_or_else(|p| p.into_inner());
+        Ok(index.values().find(|t| &t.path == path).cloned())
+    }
+
+    /// Reads a table by id, or `None` (the data path's lookup).
+    pub fn table_by_id(&self, table_id: i64) -> Option<Arc<TableInfo>> {
+        self.tables_by_id
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&table_id)
+            .cloned()
+    }
+
+    /// All tables, in no particular order.
+    pub fn all_tables(&self) -> Vec<Arc<TableInfo>> {
+        self.tables_by_id
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Table names of a database, sorted; `DatabaseNotExist` if it is missing.
+    pub fn list_tables(&self, database: &str) -> Result<Vec<String>, ApiError> {
+        if invalid_name_reason(database).is_some() {
+            return Err(db_not_exist(database));
+        }
+        match self.store.children(&db_node(database)) {
+            Ok(t) => Ok(t),
+            Err(MetaError::NoNode(_)) => Err(db_not_exist(database)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Drops a table; returns its id (`None` if it did not exist and
+    /// `ignore_if_not_exists`). The table's data is the caller's to delete.
+    pub fn drop_table(
+        &self,
+        path: &TablePath,
+        ignore_if_not_exists: bool,
+    ) -> Result<Option<i64>, ApiError> {
+        let existing = self.table(path)?;
+        let Some(info) = existing else {
+            return if ignore_if_not_exists {
+                Ok(None)
+            } else {
+                Err(table_not_exist(path))
+            };
+        };
+        match self.store.delete(&table_node(path), None) {
+            Ok(()) | Err(MetaError::NoNode(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.tables_by_id
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&info.table_id);
+        Ok(Some(info.table_id))
+    }
+
+    // ---- ids ----
+
+    /// Increments the counter at `node` by `count` with compare-and-set and
+    /// returns the value before the increment.
+    fn bump_counter(&self, node: &str, count: i64) -> Result<i64, ApiError> {
+        for _ in 0..CAS_RETRIES_MAX {
+            let v = self
+                .store
+                .get(node)?
+                .ok_or_else(|| corrupt(node, "counter missing"))?;
+            let current: i64 = std::str::from_utf8(&v.data)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| corrupt(node, "counter is not a number"))?;
+            let next = current
+                .checked_add(count)
+                .ok_or_else(|| corrupt(node, "counter overflow"))?;
+            match self
+                .store
+                .set(node, next.to_string().as_bytes(), Some(v.version))
+            {
+                Ok(_) => return Ok(current),
+                Err(MetaError::BadVersion { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ApiError::new(
+            Code::UnknownServerError,
+            format!("could not allocate an id from {node}: too much contention"),
+        ))
+    }
+
+    fn allocate_table_id(&self) -> Result<i64, ApiError> {
+        self.bump_counter(TABLE_ID_NODE, 1)
+    }
+
+    /// A writer id never handed out before by this data dir.
+    pub fn allocate_writer_id(&self) -> Result<i64, ApiError> {
+        let mut ids = self.writer_ids.lock().unwrap_or_else(|p| p.into_inner());
+        if ids.0 >= ids.1 {
+            // Reserve the next block durably before handing out any of it.
+            let start = self.bump_counter(WRITER_ID_NODE, WRITER_ID_BLOCK)?;
+            *ids = (start, start + WRITER_ID_BLOCK);
+        }
+        let id = ids.0;
+        ids.0 += 1;
+        Ok(id)
+    }
+}
+
+fn already_exists(path: &TablePath) -> ApiError {
+    ApiError::new(
+        Code::TableAlreadyExist,
+        format!("Table {}.{} already exists.", path.database, path.table),
+    )
+}
+
+/// `TableNotExist` for `path`.
+pub fn table_not_exist(path: &TablePath) -> ApiError {
+    ApiError::new(
+        Code::TableNotExist,
+        format!("Table {}.{} does not exist.", path.database, path.table),
+    )
+}
+
+/// `DatabaseNotExist` for `name`.
+pub fn db_not_exist(name: &str) -> ApiError {
+    ApiError::new(
+        Code::DatabaseNotExist,
+        format!("Database {name} does not exist."),
+    )
+}
+
+fn table_info_from_record(path: TablePath, rec: &Value, node: &str) -> Result<TableInfo, ApiError> {
+    let int = |k: &str| {
+        rec[k]
+            .as_i64()
+            .ok_or_else(|| corrupt(node, format!("no {k}")))
+    };
+    let table = rec
+        .get("table")
+        .filter(|t| t.is_object())
+        .ok_or_else(|| corrupt(node, "no table descriptor"))?;
+    let schema = table
+        .get("schema")
+        .ok_or_else(|| corrupt(node, "no schema"))?;
+    Ok(TableInfo {
+        table_id: int("table_id")?,
+        path,
+        schema_id: int("schema_id")? as i32,
+        bucket_count: int("bucket_count")? as i32,
+        table_json: table.to_string().into_bytes(),
+        schema_json: schema.to_string().into_bytes(),
+        created_ms: int("created_time")?,
+        modified_ms: int("modified_time")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::meta::store::FileMetaStore;
+
+    fn options() -> CatalogOptions {
+        CatalogOptions {
+            default_bucket_count: 1,
+            bucket_count_max: 128,
+            default_replication_factor: 1,
+        }
+    }
+
+    fn open(dir: &std::path::Path) -> Catalog {
+        let store = Arc::new(FileMetaStore::open(dir).unwrap());
+        Catalog::open(store, options()).unwrap()
+    }
+
+    fn path(t: &str) -> TablePath {
+        TablePath {
+            database: "db".into(),
+            table: t.into(),
+        }
+    }
+
+    const LOG_TABLE: &str = r#"{"version":1,"schema":{"version":1,"columns":[{"name":"a","data_type":{"type":"INTEGER"}},{"name":"b","data_type":{"type":"STRING"}}]},"partition_key":[],"bucket_key":["a"],"bucket_count":3,"properties":{},"custom_properties":{}}"#;
+
+    fn check_refused(json: &str, code: Code, needle: &str) {
+        let dir = tempfile::tempdir().unwrap();
+        let c = open(dir.path());
+        c.create_database("db", None, false).unwrap();
+        let err = c
+            .create_table(&path("t"), json.as_bytes(), false)
+            .unwrap_err();
+        assert_eq!(err.code, code, "{err}");
+        assert!(err.message.contains(needle), "{err}");
+    }
+
+    #[test]
+    fn tables_survive_reopen_with_defaults_filled_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = {
+            let c = open(dir.path());
+            c.create_database("db", None, false).unwrap();
+            let t = c
+                .create_table(&path("t"), LOG_TABLE.as_bytes(), false)
+                .unwrap()
+                .unwrap();
+            t.table_id
+        };
+        let c = open(dir.path());
+        let t = c.table_by_id(id).unwrap();
+        assert_eq!((t.bucket_count, t.schema_id), (3, FIRST_SCHEMA_ID));
+        let v: Value = serde_json::from_slice(&t.table_json).unwrap();
+        assert_eq!(v["properties"]["table.replication.factor"], "1");
+        assert_eq!(c.list_tables("db").unwrap(), vec!["t"]);
+    }
+
+    #[test]
+    fn missing_bucket_count_gets_the_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = open(dir.path());
+        c.create_database("db", None, false).unwrap();
+        let json = LOG_TABLE.replace(r#","bucket_count":3"#, "");
+        let t = c
+            .create_table(&path("t"), json.as_bytes(), false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.bucket_count, 1);
+        let v: Value = serde_json::from_slice(&t.table_json).unwrap();
+        assert_eq!(v["bucket_count"], 1);
+    }
+
+    #[test]
+    fn primary_key_tables_are_refused_until_supported() {
+        let json = LOG_TABLE.replace(r#""columns""#, r#""primary_key":["a"],"columns""#);
+        check_refused(
+            &json,
+            Code::InvalidTable,
+            "primary-key tables are not supported",
+        );
+    }
+
+    #[test]
+    fn partitioned_tables_are_refused_until_supported() {
+        let json = LOG_TABLE.replace(r#""partition_key":[]"#, r#""partition_key":["b"]"#);
+        check_refused(
+            &json,
+            Code::InvalidTable,
+            "partitioned tables are not supported",
+        );
+    }
+
+    #[test]
+    fn bucket_key_must_name_a_column() {
+        let json = LOG_TABLE.replace(r#"["a"]"#, r#"["zz"]"#);
+        check_refused(&json, Code::InvalidTable, "bucket key zz");
+    }
+
+    #[test]
+    fn too_many_buckets_is_refused() {
+        let json = LOG_TABLE.replace(r#""bucket_count":3"#, r#""bucket_count":100000"#);
+        check_refused(&json, Code::BucketMaxNum, "100000");
+    }
+
+    #[test]
+    fn create_table_in_missing_database_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = open(dir.path());
+        let err = c
+            .create_table(&path("t"), LOG_TABLE.as_bytes(), false)
+            .unwrap_err();
+        assert_eq!(err.code, Code::DatabaseNotExist);
+    }
+
+    #[test]
+    fn duplicate_database_and_table_are_refused_unless_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = open(dir.path());
+        c.create_database("db", None, false).unwrap();
+        assert_eq!(
+            c.create_database("db", None, false).unwrap_err().code,
+            Code::DatabaseAlreadyExist
+        );
+        c.create_database("db", None, true).unwrap();
+        c.create_table(&path("t"), LOG_TABLE.as_bytes(), false)
+            .unwrap();
+        let err = c
+            .create_table(&path("t"), LOG_TABLE.as_bytes(), false)
+            .unwrap_err();
+        assert_eq!(err.code, Code::TableAlreadyExist);
+        assert!(c
+            .create_table(&path("t"), LOG_TABLE.as_bytes(), true)
+            .unwrap()
+            .is_none());
+    }
+
+    #[test]
+    fn invalid_names_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = open(dir.path());
+        for bad in ["", "a.b", "a/b", "__x", &"x".repeat(201)] {
+            assert_eq!(
+                c.create_database(bad, None, false).unwrap_err().code,
+                Code::InvalidDatabase,
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn drop_database_needs_cascade_when_not_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = open(dir.path());
+        c.create_database("db", None, false).unwrap();
+        let id = c
+            .create_table(&path("t"), LOG_TABLE.as_bytes(), false)
+            .unwrap()
+            .unwrap()
+            .table_id;
+        assert_eq!(
+            c.drop_database("db", false, false).unwrap_err().code,
+            Code::DatabaseNotEmpty
+        );
+        assert_eq!(c.drop_database("db", false, true).unwrap(), vec![id]);
+        assert!(c.table_by_id(id).is_none());
+        assert!(c.list_databases().unwrap().is_empty());
+    }
+
+    #[test]
+    fn writer_ids_stay_unique_across_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let first: Vec<i64> = {
+            let c = open(dir.path());
+            (0..3).map(|_| c.allocate_writer_id().unwrap()).collect()
+        };
+        let c = open(dir.path());
+        let next = c.allocate_writer_id().unwrap();
+        assert!(first.iter().all(|&id| id < next), "{first:?} vs {next}");
+    }
+
+    #[test]
+    fn table_ids_are_not_reused_after_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = open(dir.path());
+        c.create_database("db", None, false).unwrap();
+        let a = c
+            .create_table(&path("t"), LOG_TABLE.as_bytes(), false)
+            .unwrap()
+            .unwrap()
+            .table_id;
+        c.drop_table(&path("t"), false).unwrap();
+        let b = c
+            .create_table(&path("t"), LOG_TABLE.as_bytes(), false)
+            .unwrap()
+            .unwrap()
+            .table_id;
+        assert_ne!(a, b);
+    }
+}
