@@ -1,1 +1,26 @@
-//! fjord-cdc
+//! fjord-cdc: Fjord's change-data-capture pipeline.
+//!
+//! Layout, following a change from database to sink:
+//! - [`types`], [`schema`], [`row`]: column types (Flink CDC's type system and
+//!   MySQL mapping), versioned table schemas, the compact binary row and its
+//!   writer, prepared once per schema version.
+//! - [`event`]: change and schema-change events in reusable [`event::EventBatch`]es.
+//! - [`position`]: [`position::SourcePosition`], where a source resumes.
+//! - [`filter`]: `tables` / `tables.exclude` / route patterns.
+//! - [`source`]: the [`source::Source`] trait, the MySQL/MariaDB source
+//!   (`source::mysql`) and the Debezium JSON source (`source::debezium`).
+//! - [`sink`]: the [`sink::Sink`] trait and the built-in sinks.
+//!
+//! Architecture invariants: sources and sinks exchange whole batches, never
+//! single records, between threads; nothing is derived per row that can be
+//! derived per table schema version; this crate depends on nothing of the
+//! server side.
+
+pub mod event;
+pub mod filter;
+pub mod position;
+pub mod row;
+pub mod schema;
+pub mod sink;
+pub mod source;
+pub mod types;
