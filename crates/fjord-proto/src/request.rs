@@ -1,0 +1,236 @@
+//! Typed requests and responses of the APIs Fjord serves, and the checks
+//! that turn a frame's api key, version and body into one.
+//!
+//! [`decode_request`] refuses, before touching the body, an api key Fluss
+//! does not define and a key or version Fjord does not serve; both come back
+//! as a [`RequestError`] carrying the Fluss error code to answer with, so the
+//! server replies with an error frame and the connection stays usable.
+
+use bytes::{Bytes, BytesMut};
+use prost::Message;
+
+use crate::api_key::{ApiKey, VersionRange};
+use crate::error::{ApiError, ErrorCode};
+use crate::frame::{encode_request, encode_success_response, FrameError, RequestHeader};
+use crate::messages as pb;
+
+/// Why a request frame's body could not become a [`Request`]. Every variant
+/// is answerable: see [`RequestError::to_api_error`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    /// The api key is not one Fluss defines.
+    #[error("unknown api key {api_key}")]
+    UnknownApiKey {
+        /// The raw id from the header.
+        api_key: i16,
+    },
+    /// The api key is known but Fjord does not serve it, or not at this version.
+    #[error("{api_key} version {api_version} is not supported{}", supported_suffix(*.supported))]
+    UnsupportedVersion {
+        /// The api key.
+        api_key: ApiKey,
+        /// The version asked for.
+        api_version: i16,
+        /// The versions served, `None` if the API is not served at all.
+        supported: Option<VersionRange>,
+    },
+    /// The body is not a valid protobuf message of the api's request type.
+    #[error("malformed {api_key} request body: {source}")]
+    Malformed {
+        /// The api key.
+        api_key: ApiKey,
+        /// What prost found wrong.
+        source: prost::DecodeError,
+    },
+}
+
+fn supported_suffix(supported: Option<VersionRange>) -> String {
+    match supported {
+        Some(range) => format!(" (Fjord serves versions {range})"),
+        None => " (Fjord does not serve this API)".to_owned(),
+    }
+}
+
+impl RequestError {
+    /// The Fluss error code a Fluss server would answer with. Fluss has no
+    /// code for an unknown api key; a client that sent one is newer than the
+    /// server, which is what `UNSUPPORTED_VERSION` tells it. A body that does
+    /// not parse is `CORRUPT_MESSAGE`.
+    pub fn error_code(&self) -> ErrorCode {
+        match self {
+            RequestError::UnknownApiKey { .. } | RequestError::UnsupportedVersion { .. } => {
+                ErrorCode::UnsupportedVersion
+            }
+            RequestError::Malformed { .. } => ErrorCode::CorruptMessage,
+        }
+    }
+
+    /// The error to answer the request with, message included.
+    pub fn to_api_error(&self) -> ApiError {
+        ApiError::new(self.error_code(), self.to_string())
+    }
+}
+
+/// Declares, from one list, the request and response enums, their api keys
+/// and their decoders, so a served API cannot be half added.
+macro_rules! served_apis {
+    ($($variant:ident => $key:ident, $request:ident, $response:ident;)*) => {
+        /// A decoded request of an API Fjord serves. Closed: one variant per
+        /// served api key.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum Request {
+            $(
+                #[doc = concat!("`", stringify!($request), "`.")]
+                $variant(pb::$request),
+            )*
+        }
+
+        /// A response of an API Fjord serves, one variant per [`Request`] variant.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum Response {
+            $(
+                #[doc = concat!("`", stringify!($response), "`.")]
+                $variant(pb::$response),
+            )*
+        }
+
+        impl Request {
+            /// The api key of this request.
+            pub fn api_key(&self) -> ApiKey {
+                match self {
+                    $(Request::$variant(_) => ApiKey::$key,)*
+                }
+            }
+
+            /// Decodes `body` as the request type of `api_key`; `None` if the
+            /// key is not one Fjord serves.
+            fn decode_body(api_key: ApiKey, body: Bytes) -> Option<Result<Request, prost::DecodeError>> {
+                Some(match api_key {
+                    $(ApiKey::$key => pb::$request::decode(body).map(Request::$variant),)*
+                    _ => return None,
+                })
+            }
+
+            /// Client side: appends this request as a frame to `buf`.
+            pub fn encode_frame(
+                &self,
+                buf: &mut BytesMut,
+                api_version: i16,
+                request_id: i32,
+            ) -> Result<(), FrameError> {
+                let header = RequestHeader {
+                    api_key: self.api_key().id(),
+                    api_version,
+                    request_id,
+                };
+                match self {
+                    $(Request::$variant(message) => encode_request(buf, header, message),)*
+                }
+            }
+        }
+
+        impl Response {
+            /// The api key this response answers.
+            pub fn api_key(&self) -> ApiKey {
+                match self {
+                    $(Response::$variant(_) => ApiKey::$key,)*
+                }
+            }
+
+            /// Server side: appends this response as a success frame
+            /// answering `request_id` to `buf`.
+            pub fn encode_frame(&self, buf: &mut BytesMut, request_id: i32) -> Result<(), FrameError> {
+                match self {
+                    $(Response::$variant(message) => encode_success_response(buf, request_id, message),)*
+                }
+            }
+        }
+
+        /// Client side: decodes a success response body of `api_key`.
+        pub fn decode_response(api_key: ApiKey, body: Bytes) -> Result<Response, RequestError> {
+            let decoded = match api_key {
+                $(ApiKey::$key => pb::$response::decode(body).map(Response::$variant),)*
+                _ => {
+                    return Err(RequestError::UnsupportedVersion {
+                        api_key,
+                        api_version: 0,
+                        supported: None,
+                    })
+                }
+            };
+            decoded.map_err(|source| RequestError::Malformed { api_key, source })
+        }
+
+        #[cfg(test)]
+        const SERVED_BY_ENUM: &[ApiKey] = &[$(ApiKey::$key),*];
+    };
+}
+
+served_apis! {
+    ApiVersions => ApiVersions, ApiVersionsRequest, ApiVersionsResponse;
+    CreateDatabase => CreateDatabase, CreateDatabaseRequest, CreateDatabaseResponse;
+    DropDatabase => DropDatabase, DropDatabaseRequest, DropDatabaseResponse;
+    ListDatabases => ListDatabases, ListDatabasesRequest, ListDatabasesResponse;
+    DatabaseExists => DatabaseExists, DatabaseExistsRequest, DatabaseExistsResponse;
+    CreateTable => CreateTable, CreateTableRequest, CreateTableResponse;
+    DropTable => DropTable, DropTableRequest, DropTableResponse;
+    GetTableInfo => GetTableInfo, GetTableInfoRequest, GetTableInfoResponse;
+    ListTables => ListTables, ListTablesRequest, ListTablesResponse;
+    ListPartitionInfos => ListPartitionInfos, ListPartitionInfosRequest, ListPartitionInfosResponse;
+    TableExists => TableExists, TableExistsRequest, TableExistsResponse;
+    GetTableSchema => GetTableSchema, GetTableSchemaRequest, GetTableSchemaResponse;
+    MetaData => MetaData, MetadataRequest, MetadataResponse;
+    ProduceLog => ProduceLog, ProduceLogRequest, ProduceLogResponse;
+    FetchLog => FetchLog, FetchLogRequest, FetchLogResponse;
+    ListOffsets => ListOffsets, ListOffsetsRequest, ListOffsetsResponse;
+    GetFileSystemSecurityToken => GetFileSystemSecurityToken, GetFileSystemSecurityTokenRequest, GetFileSystemSecurityTokenResponse;
+    InitWriter => InitWriter, InitWriterRequest, InitWriterResponse;
+    GetDatabaseInfo => GetDatabaseInfo, GetDatabaseInfoRequest, GetDatabaseInfoResponse;
+    CreatePartition => CreatePartition, CreatePartitionRequest, CreatePartitionResponse;
+    DropPartition => DropPartition, DropPartitionRequest, DropPartitionResponse;
+}
+
+/// Server side: checks `api_key` and `api_version` against what Fjord
+/// serves, then decodes `body` as that API's request. The body is sliced,
+/// not copied: `bytes` fields of the result share `body`'s memory.
+pub fn decode_request(
+    api_key: i16,
+    api_version: i16,
+    body: Bytes,
+) -> Result<Request, RequestError> {
+    let key = ApiKey::from_id(api_key).ok_or(RequestError::UnknownApiKey { api_key })?;
+    let supported = key.served_versions();
+    if !supported.is_some_and(|range| range.contains(api_version)) {
+        return Err(RequestError::UnsupportedVersion {
+            api_key: key,
+            api_version,
+            supported,
+        });
+    }
+    match Request::decode_body(key, body) {
+        Some(decoded) => decoded.map_err(|source| RequestError::Malformed {
+            api_key: key,
+            source,
+        }),
+        // `served_versions` and the enum list the same keys (tested below),
+        // so a served key always has a variant.
+        None => Err(RequestError::UnsupportedVersion {
+            api_key: key,
+            api_version,
+            supported: None,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_served_key_has_a_request_variant_and_no_other_key_does() {
+        let served: Vec<ApiKey> = ApiKey::served().map(|(key, _)| key).collect();
+        let mut by_enum = SERVED_BY_ENUM.to_vec();
+        by_enum.sort();
+        assert_eq!(served, by_enum);
+    }
+}
