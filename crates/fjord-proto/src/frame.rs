@@ -214,7 +214,8 @@ impl FrameDecoder {
     }
 
     /// Client side: the next response frame in `buf`, `Ok(None)` if it is not
-    /// complete yet. Error bodies are decoded into an [`ApiError`].
+    /// complete yet. Error bodies are decoded into an [`ApiError`]. As with
+    /// requests, `buf` only changes when a frame is returned.
     pub fn decode_response(&self, buf: &mut BytesMut) -> Result<Option<ResponseFrame>, FrameError> {
         // Check the type byte before splitting so that a bad frame leaves
         // `buf` untouched, like every other error.
@@ -234,24 +235,36 @@ impl FrameDecoder {
         if length < min {
             return Err(FrameError::TooShort { length, min });
         }
-        let mut frame = buf.split_to(frame_bytes);
-        frame.advance(LENGTH_FIELD_BYTES + 1);
         let response = match type_id {
-            RESPONSE_TYPE_SUCCESS => ResponseFrame::Success {
-                request_id: frame.get_i32(),
-                body: frame.freeze(),
-            },
+            RESPONSE_TYPE_SUCCESS => {
+                let mut frame = buf.split_to(frame_bytes);
+                frame.advance(LENGTH_FIELD_BYTES + 1);
+                ResponseFrame::Success {
+                    request_id: frame.get_i32(),
+                    body: frame.freeze(),
+                }
+            }
             RESPONSE_TYPE_ERROR => {
-                let request_id = frame.get_i32();
-                let error = ApiError::from_response(ErrorResponse::decode(frame)?);
+                let body_start = LENGTH_FIELD_BYTES + RESPONSE_HEADER_BYTES;
+                let error = decode_error_body(&buf[body_start..frame_bytes])?;
+                let request_id = (&buf[LENGTH_FIELD_BYTES + 1..]).get_i32();
+                buf.advance(frame_bytes);
                 ResponseFrame::Error { request_id, error }
             }
-            _ => ResponseFrame::ServerFailure {
-                error: ApiError::from_response(ErrorResponse::decode(frame)?),
-            },
+            _ => {
+                let body_start = LENGTH_FIELD_BYTES + SERVER_FAILURE_HEADER_BYTES;
+                let error = decode_error_body(&buf[body_start..frame_bytes])?;
+                buf.advance(frame_bytes);
+                ResponseFrame::ServerFailure { error }
+            }
         };
         Ok(Some(response))
     }
+}
+
+/// Decodes the ErrorResponse body of an error or server-failure frame.
+fn decode_error_body(body: &[u8]) -> Result<ApiError, FrameError> {
+    Ok(ApiError::from_response(ErrorResponse::decode(body)?))
 }
 
 /// Writes the length prefix for `header_bytes + body_bytes`, reserving the
@@ -335,3 +348,6 @@ pub fn encode_server_failure(buf: &mut BytesMut, error: &ApiError) -> Result<(),
 const _: () = assert!(REQUEST_HEADER_BYTES == 2 + 2 + 4);
 const _: () = assert!(RESPONSE_HEADER_BYTES == 1 + 4);
 const _: () = assert!(DEFAULT_MAX_FRAME_BYTES <= i32::MAX as usize);
+
+#[cfg(test)]
+mod tests;
