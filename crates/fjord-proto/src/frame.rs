@@ -267,6 +267,16 @@ fn decode_error_body(body: &[u8]) -> Result<ApiError, FrameError> {
     Ok(ApiError::from_response(ErrorResponse::decode(body)?))
 }
 
+/// The length field of a frame with `header_bytes` of header and
+/// `body_bytes` of body, or `TooLarge` if it does not fit the i32 field.
+pub(crate) fn frame_length(header_bytes: usize, body_bytes: usize) -> Result<i32, FrameError> {
+    let length = header_bytes.saturating_add(body_bytes);
+    i32::try_from(length).map_err(|_| FrameError::TooLarge {
+        frame_bytes: LENGTH_FIELD_BYTES.saturating_add(length),
+        max_frame_bytes: LENGTH_FIELD_BYTES + i32::MAX as usize,
+    })
+}
+
 /// Writes the length prefix for `header_bytes + body_bytes`, reserving the
 /// whole frame in `buf` first so the body encodes without reallocation.
 fn put_length(
@@ -274,15 +284,9 @@ fn put_length(
     header_bytes: usize,
     body_bytes: usize,
 ) -> Result<(), FrameError> {
-    let length = header_bytes + body_bytes;
-    let Ok(length_i32) = i32::try_from(length) else {
-        return Err(FrameError::TooLarge {
-            frame_bytes: LENGTH_FIELD_BYTES.saturating_add(length),
-            max_frame_bytes: LENGTH_FIELD_BYTES + i32::MAX as usize,
-        });
-    };
-    buf.reserve(LENGTH_FIELD_BYTES + length);
-    buf.put_i32(length_i32);
+    let length = frame_length(header_bytes, body_bytes)?;
+    buf.reserve(LENGTH_FIELD_BYTES + header_bytes + body_bytes);
+    buf.put_i32(length);
     Ok(())
 }
 
