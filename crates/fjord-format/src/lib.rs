@@ -3,5 +3,20 @@
 //! - [`log_batch`]: the Fluss log record batch header (magic V0/V1/V2),
 //!   its validation (length, magic, CRC-32C) and the in-place stamping of
 //!   server-assigned fields.
+//! - [`types`]: Fluss's logical data types with nullability.
+//! - [`schema`]: table schemas (columns with ids, primary key), table and
+//!   database descriptors, validated as Fluss validates them.
+//! - [`json`]: the exact JSON forms Fluss clients send and parse.
+//! - [`arrow_schema`]: Fluss type → Arrow type mapping.
+//! - [`error`]: the error type of the metadata modules.
 
+pub mod arrow_schema;
+pub mod error;
+pub mod json;
 pub mod log_batch;
+pub mod schema;
+pub mod types;
+
+pub use error::SchemaError;
+pub use schema::{Column, DatabaseDescriptor, Schema, TableDescriptor, TableDistribution};
+pub use types::{DataField, DataType, TypeKind};
