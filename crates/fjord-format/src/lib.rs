@@ -8,15 +8,23 @@
 //!   database descriptors, validated as Fluss validates them.
 //! - [`json`]: the exact JSON forms Fluss clients send and parse.
 //! - [`arrow_schema`]: Fluss type → Arrow type mapping.
+//! - [`arrow_log`]: the ARROW log format: encode a `RecordBatch` into a
+//!   complete log batch, decode one back.
+//! - [`projection`]: Fluss `FileLogProjection`: keep only some columns of
+//!   a stored ARROW batch without decoding it.
 //! - [`error`]: the error type of the metadata modules.
 
+pub mod arrow_log;
 pub mod arrow_schema;
 pub mod error;
+mod ipc;
 pub mod json;
 pub mod log_batch;
+pub mod projection;
 pub mod schema;
 pub mod types;
 
 pub use error::SchemaError;
+pub use ipc::IpcMessageError;
 pub use schema::{Column, DatabaseDescriptor, Schema, TableDescriptor, TableDistribution};
 pub use types::{DataField, DataType, TypeKind};

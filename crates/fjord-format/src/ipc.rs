@@ -1,0 +1,157 @@
+//! Locating the parts of an Arrow IPC encapsulated RecordBatch message, the
+//! form the ARROW log format carries after the change-type bytes:
+//!
+//! ```text
+//! 0xFFFFFFFF | metadata_size: i32 LE | Message flatbuffer (padded) | body
+//! ```
+//!
+//! Writers (arrow-rs `StreamWriter`, Java `MessageSerializer`) pad so that
+//! the body starts 8-byte aligned; like fluss-rs we round `8 + metadata_size`
+//! up to 8 to find it. The body is `Message.bodyLength` bytes.
+//!
+//! Everything here checks bounds before use: the input is untrusted bytes
+//! (a produce request or a segment file), and must never cause a panic.
+
+use arrow_ipc::{Message, MessageHeader, RecordBatch as IpcRecordBatch};
+
+/// Marker opening every encapsulated IPC message since Arrow 0.15.
+pub(crate) const CONTINUATION_MARKER: [u8; 4] = [0xFF; 4];
+/// Continuation marker plus the metadata size.
+pub(crate) const IPC_PREFIX_LEN: usize = 8;
+/// Alignment of the message body and of every buffer in it.
+pub(crate) const IPC_ALIGNMENT: usize = 8;
+
+/// Rounds `n` up to a multiple of [`IPC_ALIGNMENT`].
+#[inline]
+pub(crate) const fn align8(n: usize) -> usize {
+    (n + IPC_ALIGNMENT - 1) & !(IPC_ALIGNMENT - 1)
+}
+
+/// A parsed IPC RecordBatch message borrowed from its bytes.
+pub(crate) struct IpcBatchMessage<'a> {
+    /// The flatbuffer message (verified).
+    pub message: Message<'a>,
+    /// Its RecordBatch header.
+    pub batch: IpcRecordBatch<'a>,
+    /// Offset of the body within the message bytes.
+    pub body_start: usize,
+    /// Length of the body (`Message.bodyLength`).
+    pub body_len: usize,
+}
+
+/// Why bytes are not a usable IPC RecordBatch message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IpcMessageError {
+    /// Fewer than 8 bytes.
+    #[error("Arrow IPC message truncated: {len} bytes, need at least 8")]
+    TooShort {
+        /// Bytes present.
+        len: usize,
+    },
+    /// The first four bytes are not 0xFFFFFFFF.
+    #[error("Arrow IPC message does not start with the continuation marker 0xFFFFFFFF")]
+    NoContinuation,
+    /// Metadata size negative or past the end.
+    #[error("Arrow IPC metadata size {size} does not fit in {available} bytes")]
+    BadMetadataSize {
+        /// Declared metadata size.
+        size: i32,
+        /// Bytes available after the prefix.
+        available: usize,
+    },
+    /// The flatbuffer does not verify.
+    #[error("Arrow IPC metadata is not a valid flatbuffer: {0}")]
+    BadFlatbuffer(String),
+    /// A valid message of another kind (schema, dictionary, ...).
+    #[error("Arrow IPC message is not a RecordBatch")]
+    NotRecordBatch,
+    /// The RecordBatch lacks its nodes or buffers vector.
+    #[error("Arrow IPC RecordBatch has no {0} vector")]
+    MissingVector(&'static str),
+    /// Body length negative or past the end.
+    #[error(
+        "Arrow IPC body length {body_len} does not fit in the {available} bytes after the metadata"
+    )]
+    BadBodyLength {
+        /// Declared body length.
+        body_len: i64,
+        /// Bytes after the metadata.
+        available: usize,
+    },
+    /// A buffer reaches outside the body.
+    #[error("Arrow IPC buffer {index} (offset {offset}, length {length}) lies outside the {body_len}-byte body")]
+    BufferOutOfBody {
+        /// Buffer index.
+        index: usize,
+        /// Declared offset.
+        offset: i64,
+        /// Declared length.
+        length: i64,
+        /// Body length.
+        body_len: usize,
+    },
+}
+
+/// Parses and bounds-checks an IPC RecordBatch message at the start of `bytes`.
+/// Bytes after the body are allowed (and ignored).
+pub(crate) fn parse_batch_message(bytes: &[u8]) -> Result<IpcBatchMessage<'_>, IpcMessageError> {
+    if bytes.len() < IPC_PREFIX_LEN {
+        return Err(IpcMessageError::TooShort { len: bytes.len() });
+    }
+    if bytes[..4] != CONTINUATION_MARKER {
+        return Err(IpcMessageError::NoContinuation);
+    }
+    let size = i32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+    let available = bytes.len() - IPC_PREFIX_LEN;
+    let metadata_len = usize::try_from(size)
+        .ok()
+        .filter(|&n| n <= available)
+        .ok_or(IpcMessageError::BadMetadataSize { size, available })?;
+    let metadata = &bytes[IPC_PREFIX_LEN..IPC_PREFIX_LEN + metadata_len];
+    let message = arrow_ipc::root_as_message(metadata)
+        .map_err(|e| IpcMessageError::BadFlatbuffer(e.to_string()))?;
+    if message.header_type() != MessageHeader::RecordBatch {
+        return Err(IpcMessageError::NotRecordBatch);
+    }
+    let batch = message
+        .header_as_record_batch()
+        .ok_or(IpcMessageError::NotRecordBatch)?;
+    let body_start = align8(IPC_PREFIX_LEN + metadata_len).min(bytes.len());
+    let after = bytes.len() - body_start;
+    let declared = message.bodyLength();
+    let body_len = usize::try_from(declared)
+        .ok()
+        .filter(|&n| n <= after)
+        .ok_or(IpcMessageError::BadBodyLength {
+            body_len: declared,
+            available: after,
+        })?;
+    let buffers = batch
+        .buffers()
+        .ok_or(IpcMessageError::MissingVector("buffers"))?;
+    if batch.nodes().is_none() {
+        return Err(IpcMessageError::MissingVector("nodes"));
+    }
+    for (index, buffer) in buffers.iter().enumerate() {
+        let (offset, length) = (buffer.offset(), buffer.length());
+        let inside = offset >= 0
+            && length >= 0
+            && offset
+                .checked_add(length)
+                .is_some_and(|end| end as u64 <= body_len as u64);
+        if !inside {
+            return Err(IpcMessageError::BufferOutOfBody {
+                index,
+                offset,
+                length,
+                body_len,
+            });
+        }
+    }
+    Ok(IpcBatchMessage {
+        message,
+        batch,
+        body_start,
+        body_len,
+    })
+}

@@ -1,0 +1,396 @@
+//! Column projection pushdown on stored ARROW log batches, with Fluss's
+//! `FileLogProjection` semantics and without decoding any data.
+//!
+//! For a batch whose Arrow IPC message has field nodes and buffers for every
+//! column of the table schema (of the batch's schema id), the projected
+//! batch keeps only the selected columns' nodes and buffers:
+//!
+//! ```text
+//! header      copied; Length updated; StatisticsLength set to 0 (V1+, the
+//!             statistics are dropped as Fluss drops them); CRC recomputed
+//! change types copied unchanged (non-append-only batches)
+//! IPC message new flatbuffer: same row count, the kept field nodes, the kept
+//!             buffers re-laid at 8-byte aligned offsets, the same body
+//!             compression, the new body length
+//! body        the kept buffers' bytes (compressed or not) copied verbatim,
+//!             each zero-padded to 8
+//! ```
+//!
+//! Projected field indexes refer to the columns of the schema of the batch's
+//! schema id; like Fluss they must be ascending, unique, in range and not
+//! empty. The per-(schema id, projection) work — flattening nested fields
+//! into node/buffer selections — happens once in [`ProjectionPlan::new`];
+//! per batch, [`ProjectionPlan::project`] only reads the flatbuffer, writes
+//! a small new one, copies the kept buffers and recomputes the CRC.
+
+use std::ops::Range;
+
+use arrow_ipc::{
+    BodyCompressionBuilder, FieldNode, MessageBuilder, MessageHeader, RecordBatchBuilder,
+};
+use arrow_schema::DataType as ArrowType;
+use flatbuffers::FlatBufferBuilder;
+
+use crate::arrow_schema::to_arrow_field;
+use crate::ipc::{
+    align8, parse_batch_message, IpcMessageError, CONTINUATION_MARKER, IPC_PREFIX_LEN,
+};
+use crate::log_batch::{
+    self, LogBatchError, APPEND_ONLY_FLAG_MASK, LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET,
+};
+use crate::schema::Schema;
+
+/// Initial capacity of the flatbuffer builder for the projected metadata:
+/// enough for a few dozen columns without regrowth.
+const METADATA_CAPACITY_BYTES: usize = 1024;
+
+/// Why a projection cannot be planned or applied.
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectionError {
+    /// The projection itself is invalid (Fluss `InvalidColumnProjectionException`):
+    /// empty, unsorted, duplicated or out of range.
+    #[error("invalid column projection: {0}")]
+    InvalidProjection(String),
+    /// The batch header is malformed.
+    #[error(transparent)]
+    Batch(#[from] LogBatchError),
+    /// The batch's records are not an Arrow IPC RecordBatch message.
+    #[error(transparent)]
+    Ipc(#[from] IpcMessageError),
+    /// The batch was written with a schema id other than the plan's.
+    #[error("batch has schema id {batch}, projection plan is for schema id {plan}")]
+    SchemaIdMismatch {
+        /// Schema id in the batch header.
+        batch: i16,
+        /// Schema id the plan was built for.
+        plan: i16,
+    },
+    /// The Arrow message's layout does not match the schema of its schema id.
+    #[error("Arrow message has {found_nodes} field nodes and {found_buffers} buffers, but the table schema needs {expected_nodes} and {expected_buffers}")]
+    LayoutMismatch {
+        /// Field nodes the schema implies.
+        expected_nodes: usize,
+        /// Field nodes in the message.
+        found_nodes: usize,
+        /// Buffers the schema implies.
+        expected_buffers: usize,
+        /// Buffers in the message.
+        found_buffers: usize,
+    },
+    /// The records section is shorter than its change-type vector.
+    #[error("records section of {len} bytes cannot hold {records} change types")]
+    ChangeTypesTruncated {
+        /// Records section length.
+        len: usize,
+        /// Record count from the header.
+        records: usize,
+    },
+}
+
+/// Result of projecting one batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Projected {
+    /// The projected batch was appended to the output at this range.
+    Written(Range<usize>),
+    /// The projected batch would be `size` bytes, more than the limit;
+    /// nothing was written (Fluss stops filling the fetch response here).
+    ExceedsLimit {
+        /// Size the projected batch would have.
+        size: usize,
+    },
+}
+
+/// The reusable plan of one projection over one schema (one schema id):
+/// which flattened field nodes and buffers of the Arrow message to keep.
+#[derive(Debug, Clone)]
+pub struct ProjectionPlan {
+    schema_id: i16,
+    columns: Vec<usize>,
+    kept_nodes: Vec<u32>,
+    kept_buffers: Vec<u32>,
+    node_count: usize,
+    buffer_count: usize,
+}
+
+/// Buffers arrow writes per node of this type (Arrow Java's
+/// `TypeLayout.getTypeBufferCount`), children not included.
+fn own_buffer_count(data_type: &ArrowType) -> usize {
+    match data_type {
+        ArrowType::Null => 0,
+        ArrowType::Struct(_) | ArrowType::FixedSizeList(_, _) => 1,
+        ArrowType::Utf8 | ArrowType::Binary | ArrowType::LargeUtf8 | ArrowType::LargeBinary => 3,
+        _ => 2,
+    }
+}
+
+/// Appends (keep, buffer count) for this field and its descendants, pre-order.
+fn flatten(data_type: &ArrowType, keep: bool, out: &mut Vec<(bool, usize)>) {
+    out.push((keep, own_buffer_count(data_type)));
+    match data_type {
+        ArrowType::Struct(fields) => {
+            for f in fields {
+                flatten(f.data_type(), keep, out);
+            }
+        }
+        ArrowType::List(f)
+        | ArrowType::LargeList(f)
+        | ArrowType::FixedSizeList(f, _)
+        | ArrowType::Map(f, _) => flatten(f.data_type(), keep, out),
+        _ => {}
+    }
+}
+
+impl ProjectionPlan {
+    /// Plans projecting the given columns (indexes into `schema`, the schema
+    /// of `schema_id`) — ascending, unique, non-empty, in range.
+    pub fn new(
+        schema: &Schema,
+        schema_id: i16,
+        columns: &[usize],
+    ) -> Result<Self, ProjectionError> {
+        let all = schema.columns();
+        if columns.is_empty() {
+            return Err(ProjectionError::InvalidProjection(
+                "empty projection is not supported; project at least one column".into(),
+            ));
+        }
+        for pair in columns.windows(2) {
+            if pair[1] == pair[0] {
+                return Err(ProjectionError::InvalidProjection(format!(
+                    "projected fields {columns:?} contain a duplicate"
+                )));
+            }
+            if pair[1] < pair[0] {
+                return Err(ProjectionError::InvalidProjection(format!(
+                    "projected fields {columns:?} must be in field order"
+                )));
+            }
+        }
+        if let Some(&bad) = columns.iter().find(|&&c| c >= all.len()) {
+            return Err(ProjectionError::InvalidProjection(format!(
+                "projected field {bad} is out of bounds for a schema with {} fields",
+                all.len()
+            )));
+        }
+        let mut flat = Vec::new();
+        for (index, column) in all.iter().enumerate() {
+            let keep = columns.binary_search(&index).is_ok();
+            let field = to_arrow_field(&column.name, &column.data_type);
+            flatten(field.data_type(), keep, &mut flat);
+        }
+        let mut kept_nodes = Vec::new();
+        let mut kept_buffers = Vec::new();
+        let mut buffer_index = 0u32;
+        for (node_index, &(keep, buffers)) in flat.iter().enumerate() {
+            if keep {
+                kept_nodes.push(node_index as u32);
+                kept_buffers.extend(buffer_index..buffer_index + buffers as u32);
+            }
+            buffer_index += buffers as u32;
+        }
+        Ok(Self {
+            schema_id,
+            columns: columns.to_vec(),
+            kept_nodes,
+            kept_buffers,
+            node_count: flat.len(),
+            buffer_count: buffer_index as usize,
+        })
+    }
+
+    /// The schema id this plan applies to.
+    pub fn schema_id(&self) -> i16 {
+        self.schema_id
+    }
+
+    /// The projected column indexes.
+    pub fn columns(&self) -> &[usize] {
+        &self.columns
+    }
+
+    /// Appends the projection of one whole log batch (`batch` holds exactly
+    /// one batch) to `out`, unless the result would exceed `max_bytes`.
+    ///
+    /// Batches without records (header only) are copied unchanged, as Fluss
+    /// does, so offsets still advance. The source CRC is not checked (the
+    /// batch was validated when it was appended); the output's CRC is valid.
+    /// On error `out` is unchanged.
+    pub fn project(
+        &self,
+        batch: &[u8],
+        out: &mut Vec<u8>,
+        max_bytes: usize,
+    ) -> Result<Projected, ProjectionError> {
+        let (size, magic) =
+            log_batch::peek_size_and_magic(batch)?.ok_or(LogBatchError::Truncated {
+                needed: MAGIC_OFFSET + 1,
+                available: batch.len(),
+            })?;
+        let layout = log_batch::layout(magic).ok_or(LogBatchError::UnknownMagic { magic })?;
+        if batch.len() < size {
+            return Err(LogBatchError::Truncated {
+                needed: size,
+                available: batch.len(),
+            }
+            .into());
+        }
+        let batch = &batch[..size];
+        if size < layout.header_size {
+            return Err(LogBatchError::ShorterThanHeader {
+                magic,
+                size,
+                header_size: layout.header_size,
+            }
+            .into());
+        }
+        let read_i32 = |at: usize| {
+            i32::from_le_bytes([batch[at], batch[at + 1], batch[at + 2], batch[at + 3]])
+        };
+        let schema_id = i16::from_le_bytes([batch[layout.schema_id], batch[layout.schema_id + 1]]);
+        if size == layout.header_size {
+            return Ok(copy_whole(batch, out, max_bytes));
+        }
+        if schema_id != self.schema_id {
+            return Err(ProjectionError::SchemaIdMismatch {
+                batch: schema_id,
+                plan: self.schema_id,
+            });
+        }
+        let statistics_len = match layout.statistics_length {
+            None => 0,
+            Some(at) => {
+                let raw = read_i32(at);
+                usize::try_from(raw)
+                    .ok()
+                    .filter(|&n| n <= size - layout.header_size)
+                    .ok_or(LogBatchError::BadStatisticsLength {
+                        statistics_length: raw,
+                        size,
+                    })?
+            }
+        };
+        let records_start = layout.header_size + statistics_len;
+        let append_only = batch[layout.attributes] & APPEND_ONLY_FLAG_MASK != 0;
+        let change_types_len = if append_only {
+            0
+        } else {
+            let raw = read_i32(layout.record_count);
+            usize::try_from(raw)
+                .ok()
+                .filter(|&n| n <= size - records_start)
+                .ok_or(ProjectionError::ChangeTypesTruncated {
+                    len: size - records_start,
+                    records: raw.max(0) as usize,
+                })?
+        };
+        let ipc_start = records_start + change_types_len;
+        let ipc = &batch[ipc_start..];
+        let parsed = parse_batch_message(ipc)?;
+        let nodes = parsed
+            .batch
+            .nodes()
+            .ok_or(IpcMessageError::MissingVector("nodes"))?;
+        let buffers = parsed
+            .batch
+            .buffers()
+            .ok_or(IpcMessageError::MissingVector("buffers"))?;
+        if nodes.len() != self.node_count || buffers.len() != self.buffer_count {
+            return Err(ProjectionError::LayoutMismatch {
+                expected_nodes: self.node_count,
+                found_nodes: nodes.len(),
+                expected_buffers: self.buffer_count,
+                found_buffers: buffers.len(),
+            });
+        }
+
+        // New metadata: kept nodes, kept buffers re-laid 8-aligned.
+        let mut fbb = FlatBufferBuilder::with_capacity(METADATA_CAPACITY_BYTES);
+        let mut body_len = 0usize;
+        fbb.start_vector::<arrow_ipc::Buffer>(self.kept_buffers.len());
+        // Flatbuffer vectors are built back to front.
+        let mut offsets_rev = Vec::with_capacity(self.kept_buffers.len());
+        for &i in &self.kept_buffers {
+            let length = buffers.get(i as usize).length() as usize;
+            offsets_rev.push((body_len, length));
+            body_len += align8(length);
+        }
+        for &(offset, length) in offsets_rev.iter().rev() {
+            fbb.push(arrow_ipc::Buffer::new(offset as i64, length as i64));
+        }
+        let buffers_fb = fbb.end_vector(self.kept_buffers.len());
+        fbb.start_vector::<FieldNode>(self.kept_nodes.len());
+        for &i in self.kept_nodes.iter().rev() {
+            let node = nodes.get(i as usize);
+            fbb.push(FieldNode::new(node.length(), node.null_count()));
+        }
+        let nodes_fb = fbb.end_vector(self.kept_nodes.len());
+        let compression = parsed.batch.compression().map(|c| {
+            let mut b = BodyCompressionBuilder::new(&mut fbb);
+            b.add_codec(c.codec());
+            b.add_method(c.method());
+            b.finish()
+        });
+        let mut rb = RecordBatchBuilder::new(&mut fbb);
+        rb.add_length(parsed.batch.length());
+        rb.add_nodes(nodes_fb);
+        rb.add_buffers(buffers_fb);
+        if let Some(c) = compression {
+            rb.add_compression(c);
+        }
+        let rb = rb.finish();
+        let mut mb = MessageBuilder::new(&mut fbb);
+        mb.add_version(parsed.message.version());
+        mb.add_header_type(MessageHeader::RecordBatch);
+        mb.add_header(rb.as_union_value());
+        mb.add_bodyLength(body_len as i64);
+        let message = mb.finish();
+        fbb.finish(message, None);
+        let metadata = fbb.finished_data();
+        let metadata_padded = align8(IPC_PREFIX_LEN + metadata.len()) - IPC_PREFIX_LEN;
+
+        let new_size =
+            layout.header_size + change_types_len + IPC_PREFIX_LEN + metadata_padded + body_len;
+        if new_size > max_bytes {
+            return Ok(Projected::ExceedsLimit { size: new_size });
+        }
+        let new_length = i32::try_from(new_size - LOG_OVERHEAD)
+            .map_err(|_| LogBatchError::TooLarge { size: new_size })?;
+
+        let start = out.len();
+        out.reserve(new_size);
+        out.extend_from_slice(&batch[..layout.header_size]);
+        out.extend_from_slice(&batch[records_start..ipc_start]);
+        out.extend_from_slice(&CONTINUATION_MARKER);
+        out.extend_from_slice(&(metadata_padded as i32).to_le_bytes());
+        out.extend_from_slice(metadata);
+        out.resize(out.len() + (metadata_padded - metadata.len()), 0);
+        let body = &ipc[parsed.body_start..parsed.body_start + parsed.body_len];
+        for &i in &self.kept_buffers {
+            let b = buffers.get(i as usize);
+            // parse_batch_message checked every buffer lies inside the body.
+            let from = b.offset() as usize;
+            let length = b.length() as usize;
+            out.extend_from_slice(&body[from..from + length]);
+            out.resize(out.len() + (align8(length) - length), 0);
+        }
+        debug_assert_eq!(out.len() - start, new_size);
+
+        let written = &mut out[start..];
+        written[LENGTH_OFFSET..LENGTH_OFFSET + 4].copy_from_slice(&new_length.to_le_bytes());
+        if let Some(at) = layout.statistics_length {
+            written[at..at + 4].copy_from_slice(&0i32.to_le_bytes());
+        }
+        let crc = crc32c::crc32c(&written[layout.schema_id..]);
+        written[layout.crc..layout.crc + 4].copy_from_slice(&crc.to_le_bytes());
+        Ok(Projected::Written(start..out.len()))
+    }
+}
+
+fn copy_whole(batch: &[u8], out: &mut Vec<u8>, max_bytes: usize) -> Projected {
+    if batch.len() > max_bytes {
+        return Projected::ExceedsLimit { size: batch.len() };
+    }
+    let start = out.len();
+    out.extend_from_slice(batch);
+    Projected::Written(start..out.len())
+}
