@@ -19,7 +19,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
 
-use crate::error::{ApiError, Code};
+use crate::error::{ApiError, ErrorCode};
 use crate::meta::store::{MetaError, MetaStore};
 
 /// Longest database or table name Fluss accepts.
@@ -139,7 +139,7 @@ pub fn validate_database_name(name: &str) -> Result<(), ApiError> {
     match invalid_name_reason(name) {
         None => Ok(()),
         Some(why) => Err(ApiError::new(
-            Code::InvalidDatabase,
+            ErrorCode::InvalidDatabaseException,
             format!("Database name {name} is invalid: {why}"),
         )),
     }
@@ -152,7 +152,7 @@ pub fn validate_table_path(path: &TablePath) -> Result<(), ApiError> {
     match invalid_name_reason(&path.table) {
         None => Ok(()),
         Some(why) => Err(ApiError::new(
-            Code::InvalidTable,
+            ErrorCode::InvalidTableException,
             format!("Table name {} is invalid: {why}", path.table),
         )),
     }
@@ -168,7 +168,7 @@ fn table_node(path: &TablePath) -> String {
 
 fn corrupt(node: &str, why: impl std::fmt::Display) -> ApiError {
     ApiError::new(
-        Code::UnknownServerError,
+        ErrorCode::UnknownServerError,
         format!("metadata node {node} is unreadable: {why}"),
     )
 }
@@ -233,7 +233,7 @@ impl Catalog {
         let descriptor: Value = match database_json {
             Some(bytes) if !bytes.is_empty() => serde_json::from_slice(bytes).map_err(|e| {
                 ApiError::new(
-                    Code::InvalidDatabase,
+                    ErrorCode::InvalidDatabaseException,
                     format!("database descriptor JSON of {name} is invalid: {e}"),
                 )
             })?,
@@ -241,7 +241,7 @@ impl Catalog {
         };
         if !descriptor.is_object() {
             return Err(ApiError::new(
-                Code::InvalidDatabase,
+                ErrorCode::InvalidDatabaseException,
                 format!("database descriptor of {name} must be a JSON object"),
             ));
         }
@@ -259,7 +259,7 @@ impl Catalog {
             Ok(()) => Ok(()),
             Err(MetaError::NodeExists(_)) if ignore_if_exists => Ok(()),
             Err(MetaError::NodeExists(_)) => Err(ApiError::new(
-                Code::DatabaseAlreadyExist,
+                ErrorCode::DatabaseAlreadyExist,
                 format!("Database {name} already exists."),
             )),
             Err(e) => Err(e.into()),
@@ -306,7 +306,7 @@ impl Catalog {
                 Ok(Vec::new())
             } else {
                 Err(ApiError::new(
-                    Code::DatabaseNotExist,
+                    ErrorCode::DatabaseNotExist,
                     format!("Database {name} does not exist."),
                 ))
             };
@@ -314,7 +314,7 @@ impl Catalog {
         let tables = self.store.children(&node)?;
         if !tables.is_empty() && !cascade {
             return Err(ApiError::new(
-                Code::DatabaseNotEmpty,
+                ErrorCode::DatabaseNotEmpty,
                 format!(
                     "Database {name} is not empty: it has {} table(s); drop them first or drop with cascade.",
                     tables.len()
@@ -352,7 +352,7 @@ impl Catalog {
         validate_table_path(path)?;
         if self.store.get(&db_node(&path.database))?.is_none() {
             return Err(ApiError::new(
-                Code::DatabaseNotExist,
+                ErrorCode::DatabaseNotExist,
                 format!("Database {} does not exist.", path.database),
             ));
         }
@@ -384,7 +384,7 @@ impl Catalog {
             Err(MetaError::NodeExists(_)) => return Err(already_exists(path)),
             Err(MetaError::NoNode(_)) => {
                 return Err(ApiError::new(
-                    Code::DatabaseNotExist,
+                    ErrorCode::DatabaseNotExist,
                     format!("Database {} does not exist.", path.database),
                 ))
             }
@@ -411,7 +411,7 @@ impl Catalog {
     ) -> Result<(Value, i32), ApiError> {
         let invalid = |why: String| {
             ApiError::new(
-                Code::InvalidTable,
+                ErrorCode::InvalidTableException,
                 format!("Table {}.{} is invalid: {why}", path.database, path.table),
             )
         };
@@ -495,7 +495,7 @@ impl Catalog {
         }
         if bucket_count > self.options.bucket_count_max {
             return Err(ApiError::new(
-                Code::BucketMaxNum,
+                ErrorCode::BucketMaxNumException,
                 format!(
                     "Table {}.{} asks for {bucket_count} buckets, more than the maximum {} (max.bucket.num).",
                     path.database, path.table, self.options.bucket_count_max
@@ -515,7 +515,7 @@ impl Catalog {
         if let Some(format) = props.get("table.log.format").and_then(Value::as_str) {
             if !format.eq_ignore_ascii_case("ARROW") {
                 return Err(ApiError::new(
-                    Code::InvalidConfig,
+                    ErrorCode::InvalidConfigException,
                     format!(
                         "table.log.format {format} is not supported yet; only ARROW log tables are"
                     ),
@@ -526,7 +526,7 @@ impl Catalog {
         let rf = match props.get(rf_key).and_then(Value::as_str) {
             Some(s) => s.trim().parse::<i32>().map_err(|_| {
                 ApiError::new(
-                    Code::InvalidConfig,
+                    ErrorCode::InvalidConfigException,
                     format!("{rf_key} must be an integer, got {s}"),
                 )
             })?,
@@ -534,7 +534,7 @@ impl Catalog {
         };
         if rf != 1 {
             return Err(ApiError::new(
-                Code::InvalidReplicationFactor,
+                ErrorCode::InvalidReplicationFactor,
                 format!("Replication factor {rf} is larger than the number of available tablet servers (1)."),
             ));
         }
@@ -652,7 +652,7 @@ impl Catalog {
             }
         }
         Err(ApiError::new(
-            Code::UnknownServerError,
+            ErrorCode::UnknownServerError,
             format!("could not allocate an id from {node}: too much contention"),
         ))
     }
@@ -677,7 +677,7 @@ impl Catalog {
 
 fn already_exists(path: &TablePath) -> ApiError {
     ApiError::new(
-        Code::TableAlreadyExist,
+        ErrorCode::TableAlreadyExist,
         format!("Table {}.{} already exists.", path.database, path.table),
     )
 }
@@ -685,7 +685,7 @@ fn already_exists(path: &TablePath) -> ApiError {
 /// `TableNotExist` for `path`.
 pub fn table_not_exist(path: &TablePath) -> ApiError {
     ApiError::new(
-        Code::TableNotExist,
+        ErrorCode::TableNotExist,
         format!("Table {}.{} does not exist.", path.database, path.table),
     )
 }
@@ -693,7 +693,7 @@ pub fn table_not_exist(path: &TablePath) -> ApiError {
 /// `DatabaseNotExist` for `name`.
 pub fn db_not_exist(name: &str) -> ApiError {
     ApiError::new(
-        Code::DatabaseNotExist,
+        ErrorCode::DatabaseNotExist,
         format!("Database {name} does not exist."),
     )
 }
@@ -750,15 +750,15 @@ mod tests {
 
     const LOG_TABLE: &str = r#"{"version":1,"schema":{"version":1,"columns":[{"name":"a","data_type":{"type":"INTEGER"}},{"name":"b","data_type":{"type":"STRING"}}]},"partition_key":[],"bucket_key":["a"],"bucket_count":3,"properties":{},"custom_properties":{}}"#;
 
-    fn check_refused(json: &str, code: Code, needle: &str) {
+    fn check_refused(json: &str, code: ErrorCode, needle: &str) {
         let dir = tempfile::tempdir().unwrap();
         let c = open(dir.path());
         c.create_database("db", None, false).unwrap();
         let err = c
             .create_table(&path("t"), json.as_bytes(), false)
             .unwrap_err();
-        assert_eq!(err.code, code, "{err}");
-        assert!(err.message.contains(needle), "{err}");
+        assert_eq!(err.code(), code, "{err}");
+        assert!(err.message().contains(needle), "{err}");
     }
 
     #[test]
@@ -801,7 +801,7 @@ mod tests {
         let json = LOG_TABLE.replace(r#""columns""#, r#""primary_key":["a"],"columns""#);
         check_refused(
             &json,
-            Code::InvalidTable,
+            ErrorCode::InvalidTableException,
             "primary-key tables are not supported",
         );
     }
@@ -811,7 +811,7 @@ mod tests {
         let json = LOG_TABLE.replace(r#""partition_key":[]"#, r#""partition_key":["b"]"#);
         check_refused(
             &json,
-            Code::InvalidTable,
+            ErrorCode::InvalidTableException,
             "partitioned tables are not supported",
         );
     }
@@ -819,13 +819,13 @@ mod tests {
     #[test]
     fn bucket_key_must_name_a_column() {
         let json = LOG_TABLE.replace(r#"["a"]"#, r#"["zz"]"#);
-        check_refused(&json, Code::InvalidTable, "bucket key zz");
+        check_refused(&json, ErrorCode::InvalidTableException, "bucket key zz");
     }
 
     #[test]
     fn too_many_buckets_is_refused() {
         let json = LOG_TABLE.replace(r#""bucket_count":3"#, r#""bucket_count":100000"#);
-        check_refused(&json, Code::BucketMaxNum, "100000");
+        check_refused(&json, ErrorCode::BucketMaxNumException, "100000");
     }
 
     #[test]
@@ -835,7 +835,7 @@ mod tests {
         let err = c
             .create_table(&path("t"), LOG_TABLE.as_bytes(), false)
             .unwrap_err();
-        assert_eq!(err.code, Code::DatabaseNotExist);
+        assert_eq!(err.code(), ErrorCode::DatabaseNotExist);
     }
 
     #[test]
@@ -844,8 +844,8 @@ mod tests {
         let c = open(dir.path());
         c.create_database("db", None, false).unwrap();
         assert_eq!(
-            c.create_database("db", None, false).unwrap_err().code,
-            Code::DatabaseAlreadyExist
+            c.create_database("db", None, false).unwrap_err().code(),
+            ErrorCode::DatabaseAlreadyExist
         );
         c.create_database("db", None, true).unwrap();
         c.create_table(&path("t"), LOG_TABLE.as_bytes(), false)
@@ -853,7 +853,7 @@ mod tests {
         let err = c
             .create_table(&path("t"), LOG_TABLE.as_bytes(), false)
             .unwrap_err();
-        assert_eq!(err.code, Code::TableAlreadyExist);
+        assert_eq!(err.code(), ErrorCode::TableAlreadyExist);
         assert!(c
             .create_table(&path("t"), LOG_TABLE.as_bytes(), true)
             .unwrap()
@@ -866,8 +866,8 @@ mod tests {
         let c = open(dir.path());
         for bad in ["", "a.b", "a/b", "__x", &"x".repeat(201)] {
             assert_eq!(
-                c.create_database(bad, None, false).unwrap_err().code,
-                Code::InvalidDatabase,
+                c.create_database(bad, None, false).unwrap_err().code(),
+                ErrorCode::InvalidDatabaseException,
                 "{bad}"
             );
         }
@@ -884,8 +884,8 @@ mod tests {
             .unwrap()
             .table_id;
         assert_eq!(
-            c.drop_database("db", false, false).unwrap_err().code,
-            Code::DatabaseNotEmpty
+            c.drop_database("db", false, false).unwrap_err().code(),
+            ErrorCode::DatabaseNotEmpty
         );
         assert_eq!(c.drop_database("db", false, true).unwrap(), vec![id]);
         assert!(c.table_by_id(id).is_none());

@@ -1,0 +1,25 @@
+//! CreateTable (1005): the catalog validates and stores the table, then the
+//! replica manager creates one log tablet per bucket.
+
+use fjord_proto::messages as pb;
+
+use crate::error::ApiError;
+use crate::node::Node;
+
+/// Creates the table and its tablets.
+pub fn handle(node: &Node, r: pb::CreateTableRequest) -> Result<pb::CreateTableResponse, ApiError> {
+    let path = super::table_path(&r.table_path)?;
+    if let Some(info) = node
+        .catalog
+        .create_table(&path, &r.table_json, r.ignore_if_exists)?
+    {
+        if let Err(e) = node.replicas.create_table(&info) {
+            // Without its tablets the table is unusable: undo the create so
+            // the client can retry cleanly.
+            let _ = node.catalog.drop_table(&path, true);
+            node.replicas.drop_table(info.table_id);
+            return Err(e);
+        }
+    }
+    Ok(pb::CreateTableResponse {})
+}

@@ -1,0 +1,83 @@
+//! Request handlers, one module per Fluss API key, each with its parse /
+//! apply / encode steps; [`dispatch`] is the one closed `match` from a
+//! decoded [`Request`] to its handler.
+//!
+//! Coordinator handlers (databases, tables, InitWriter) call the catalog,
+//! whose store write is a short fsync done inline: they are rare
+//! control-plane requests. Tablet-server handlers (produce, fetch, list
+//! offsets) go through the replica manager.
+
+use fjord_proto::messages as pb;
+use fjord_proto::{Request, Response};
+
+use crate::error::ApiError;
+use crate::meta::catalog::TablePath;
+use crate::node::Node;
+
+mod api_versions;
+mod create_database;
+mod create_table;
+mod database_exists;
+mod drop_database;
+mod drop_table;
+mod fetch_log;
+mod get_database_info;
+mod get_fs_security_token;
+mod get_table_info;
+mod get_table_schema;
+mod init_writer;
+mod list_databases;
+mod list_offsets;
+mod list_tables;
+mod metadata;
+mod partitions;
+mod produce_log;
+mod table_exists;
+
+/// Runs `request` against `node` and returns its response or the error to
+/// answer with.
+pub async fn dispatch(node: &Node, request: Request) -> Result<Response, ApiError> {
+    Ok(match request {
+        Request::ApiVersions(r) => Response::ApiVersions(api_versions::handle(node, r)),
+        Request::CreateDatabase(r) => Response::CreateDatabase(create_database::handle(node, r)?),
+        Request::DropDatabase(r) => Response::DropDatabase(drop_database::handle(node, r)?),
+        Request::ListDatabases(r) => Response::ListDatabases(list_databases::handle(node, r)?),
+        Request::DatabaseExists(r) => Response::DatabaseExists(database_exists::handle(node, r)?),
+        Request::GetDatabaseInfo(r) => {
+            Response::GetDatabaseInfo(get_database_info::handle(node, r)?)
+        }
+        Request::CreateTable(r) => Response::CreateTable(create_table::handle(node, r)?),
+        Request::DropTable(r) => Response::DropTable(drop_table::handle(node, r)?),
+        Request::GetTableInfo(r) => Response::GetTableInfo(get_table_info::handle(node, r)?),
+        Request::ListTables(r) => Response::ListTables(list_tables::handle(node, r)?),
+        Request::TableExists(r) => Response::TableExists(table_exists::handle(node, r)?),
+        Request::GetTableSchema(r) => Response::GetTableSchema(get_table_schema::handle(node, r)?),
+        Request::ListPartitionInfos(r) => Response::ListPartitionInfos(partitions::list(node, r)?),
+        Request::CreatePartition(r) => Response::CreatePartition(partitions::create(node, r)?),
+        Request::DropPartition(r) => Response::DropPartition(partitions::drop(node, r)?),
+        Request::MetaData(r) => Response::MetaData(metadata::handle(node, r)?),
+        Request::InitWriter(r) => Response::InitWriter(init_writer::handle(node, r)?),
+        Request::GetFileSystemSecurityToken(r) => {
+            Response::GetFileSystemSecurityToken(get_fs_security_token::handle(node, r)?)
+        }
+        Request::ProduceLog(r) => Response::ProduceLog(produce_log::handle(node, r).await?),
+        Request::FetchLog(r) => Response::FetchLog(fetch_log::handle(node, r).await?),
+        Request::ListOffsets(r) => Response::ListOffsets(list_offsets::handle(node, r).await?),
+    })
+}
+
+/// The table path of a request in the catalog's terms.
+fn table_path(p: &pb::PbTablePath) -> Result<TablePath, ApiError> {
+    Ok(TablePath {
+        database: p.database_name.clone(),
+        table: p.table_name.clone(),
+    })
+}
+
+/// The protobuf form of a table path.
+fn pb_table_path(path: &TablePath) -> pb::PbTablePath {
+    pb::PbTablePath {
+        database_name: path.database.clone(),
+        table_name: path.table.clone(),
+    }
+}

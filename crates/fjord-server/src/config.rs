@@ -1,0 +1,317 @@
+//! Server configuration: Fluss option names, read from a `server.yaml` (flat
+//! `key: value` lines, as Fluss's own loader reads it) and overridden by
+//! `--set key=value`, then parsed once into [`ServerConfig`].
+//!
+//! Every limit the network loop enforces is an option here with its default
+//! and what it protects documented on the constant.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::meta::catalog::CatalogOptions;
+
+/// Default `fjord.server.frame-bytes-max`: largest request frame accepted.
+/// Protects memory: a corrupt or hostile length prefix is refused before
+/// anything is allocated. Fluss clients cap a produce request at 10 MiB
+/// (`client.writer.request-max-size`) by default, so 64 MiB leaves room.
+pub const FRAME_BYTES_MAX_DEFAULT: usize = 64 * 1024 * 1024;
+/// Default `fjord.server.in-flight-requests-per-connection-max`: requests of
+/// one connection being processed at once. Protects the server from one
+/// client queueing unbounded work; the reader stops reading that socket
+/// until an answer is written (back-pressure through TCP).
+pub const IN_FLIGHT_PER_CONNECTION_MAX_DEFAULT: usize = 256;
+/// Default `fjord.server.connections-max`: open client connections. Protects
+/// file descriptors and per-connection memory; accept waits for a free slot.
+pub const CONNECTIONS_MAX_DEFAULT: usize = 1024;
+/// Default `fjord.server.fetch-wait-ms-max`: the longest a FetchLog long-poll
+/// may park, whatever the client asks, so a bad `max_wait_ms` cannot pin a
+/// request slot for hours.
+pub const FETCH_WAIT_MS_MAX_DEFAULT: u64 = 30_000;
+/// Default `fjord.server.fetch-bytes-max`: the most record bytes one FetchLog
+/// answer carries, whatever the client asks. Protects memory per request.
+pub const FETCH_BYTES_MAX_DEFAULT: usize = 64 * 1024 * 1024;
+/// Default `default.bucket.number` (Fluss's name and default).
+pub const DEFAULT_BUCKET_NUMBER: i32 = 1;
+/// Default `max.bucket.num` (Fluss's name and default): buckets per table.
+pub const MAX_BUCKET_NUM_DEFAULT: i32 = 128_000;
+
+/// A configuration problem, naming the option and what is wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A line of the config file is not `key: value`.
+    #[error("{path}:{line}: expected `key: value`, got {text:?}")]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// The line.
+        text: String,
+    },
+    /// A `--set` argument without `=`.
+    #[error("--set {0:?}: expected key=value")]
+    SetSyntax(String),
+    /// An option value that does not parse or is out of range.
+    #[error("option {key} = {value:?}: {reason}")]
+    Value {
+        /// The option.
+        key: String,
+        /// Its value.
+        value: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Raw options, key → value, in Fluss's names.
+#[derive(Debug, Clone, Default)]
+pub struct Options(BTreeMap<String, String>);
+
+impl Options {
+    /// Reads a Fluss-style `server.yaml`: one `key: value` per line, `#`
+    /// comments, blank lines ignored, values optionally quoted.
+    pub fn load_yaml(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mut map = BTreeMap::new();
+        for (i, raw) in text.lines().enumerate() {
+            let line = match raw.find(" #") {
+                Some(at) => &raw[..at],
+                None => raw,
+            }
+            .trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let Some((k, v)) = line.split_once(':') else {
+                return Err(ConfigError::Syntax {
+                    path: path.to_owned(),
+                    line: i + 1,
+                    text: raw.to_owned(),
+                });
+            };
+            let v = v.trim();
+            let v = v
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .or_else(|| v.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+                .unwrap_or(v);
+            map.insert(k.trim().to_owned(), v.to_owned());
+        }
+        Ok(Self(map))
+    }
+
+    /// Applies one `key=value` override.
+    pub fn set(&mut self, assignment: &str) -> Result<(), ConfigError> {
+        let (k, v) = assignment
+            .split_once('=')
+            .ok_or_else(|| ConfigError::SetSyntax(assignment.to_owned()))?;
+        self.0.insert(k.trim().to_owned(), v.trim().to_owned());
+        Ok(())
+    }
+
+    /// The value of `key`, if set.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str)
+    }
+
+    /// All options, for components (storage) that read their own.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    fn parse<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T, ConfigError>
+    where
+        T::Err: std::fmt::Display,
+    {
+        match self.get(key) {
+            None => Ok(default),
+            Some(v) => parse_value(key, v),
+        }
+    }
+
+    fn positive<T>(&self, key: &str, default: T) -> Result<T, ConfigError>
+    where
+        T: std::str::FromStr + PartialOrd + Default,
+        T::Err: std::fmt::Display,
+    {
+        let v = self.parse(key, default)?;
+        if v <= T::default() {
+            return Err(ConfigError::Value {
+                key: key.to_owned(),
+                value: self.get(key).unwrap_or_default().to_owned(),
+                reason: "must be positive".to_owned(),
+            });
+        }
+        Ok(v)
+    }
+
+    fn bytes(&self, key: &str, default: usize) -> Result<usize, ConfigError> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(v) => parse_memory_size(v).ok_or_else(|| ConfigError::Value {
+                key: key.to_owned(),
+                value: v.to_owned(),
+                reason: "expected a size such as 1048576, 512kb, 64mb or 1gb".to_owned(),
+            }),
+        }
+    }
+}
+
+fn parse_value<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, ConfigError>
+where
+    T::Err: std::fmt::Display,
+{
+    v.parse().map_err(|e: T::Err| ConfigError::Value {
+        key: key.to_owned(),
+        value: v.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+/// Parses a Fluss memory size (`1024`, `64kb`, `10 mb`, `1gb`, case-insensitive).
+pub fn parse_memory_size(text: &str) -> Option<usize> {
+    let t = text.trim().to_ascii_lowercase();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: usize = num.parse().ok()?;
+    let mult: usize = match unit.trim() {
+        "" | "b" | "bytes" => 1,
+        "k" | "kb" | "kibibytes" => 1 << 10,
+        "m" | "mb" | "mebibytes" => 1 << 20,
+        "g" | "gb" | "gibibytes" => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(mult).filter(|&b| b > 0)
+}
+
+/// The parsed configuration of one server process.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Root of all persistent state (`data.dir`).
+    pub data_dir: PathBuf,
+    /// The id this node announces as coordinator and tablet server
+    /// (`tablet-server.id`, default 0).
+    pub node_id: i32,
+    /// See [`FRAME_BYTES_MAX_DEFAULT`].
+    pub frame_bytes_max: usize,
+    /// See [`IN_FLIGHT_PER_CONNECTION_MAX_DEFAULT`].
+    pub in_flight_per_connection_max: usize,
+    /// See [`CONNECTIONS_MAX_DEFAULT`].
+    pub connections_max: usize,
+    /// See [`FETCH_WAIT_MS_MAX_DEFAULT`].
+    pub fetch_wait_ms_max: u64,
+    /// See [`FETCH_BYTES_MAX_DEFAULT`].
+    pub fetch_bytes_max: usize,
+    /// Table defaults and limits.
+    pub catalog: CatalogOptions,
+    /// All options as given, for the storage engine's own options.
+    pub options: Options,
+}
+
+impl ServerConfig {
+    /// Parses `options` (Fluss names) with `data_dir` as the data directory.
+    pub fn from_options(data_dir: PathBuf, options: Options) -> Result<Self, ConfigError> {
+        Ok(Self {
+            data_dir,
+            node_id: options.parse("tablet-server.id", 0)?,
+            frame_bytes_max: options
+                .bytes("fjord.server.frame-bytes-max", FRAME_BYTES_MAX_DEFAULT)?,
+            in_flight_per_connection_max: options.positive(
+                "fjord.server.in-flight-requests-per-connection-max",
+                IN_FLIGHT_PER_CONNECTION_MAX_DEFAULT,
+            )?,
+            connections_max: options
+                .positive("fjord.server.connections-max", CONNECTIONS_MAX_DEFAULT)?,
+            fetch_wait_ms_max: options
+                .parse("fjord.server.fetch-wait-ms-max", FETCH_WAIT_MS_MAX_DEFAULT)?,
+            fetch_bytes_max: options
+                .bytes("fjord.server.fetch-bytes-max", FETCH_BYTES_MAX_DEFAULT)?,
+            catalog: CatalogOptions {
+                default_bucket_count: options
+                    .positive("default.bucket.number", DEFAULT_BUCKET_NUMBER)?,
+                bucket_count_max: options.positive("max.bucket.num", MAX_BUCKET_NUM_DEFAULT)?,
+                default_replication_factor: options.positive("default.replication.factor", 1)?,
+            },
+            options,
+        })
+    }
+
+    /// The configuration with every default, for tests and embedding.
+    pub fn with_data_dir(data_dir: PathBuf) -> Self {
+        // Only fails on bad option values, and there are none.
+        Self::from_options(data_dir, Options::default()).unwrap_or_else(|e| unreachable!("{e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_and_set_override_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("server.yaml");
+        std::fs::write(
+            &file,
+            "# comment\ndefault.bucket.number: 4\nfjord.server.frame-bytes-max: \"1mb\" # trailing\n\n",
+        )
+        .unwrap();
+        let mut opts = Options::load_yaml(&file).unwrap();
+        opts.set("fjord.server.connections-max=7").unwrap();
+        let cfg = ServerConfig::from_options("d".into(), opts).unwrap();
+        assert_eq!(cfg.catalog.default_bucket_count, 4);
+        assert_eq!(cfg.frame_bytes_max, 1 << 20);
+        assert_eq!(cfg.connections_max, 7);
+        assert_eq!(
+            cfg.in_flight_per_connection_max,
+            IN_FLIGHT_PER_CONNECTION_MAX_DEFAULT
+        );
+    }
+
+    #[test]
+    fn bad_values_name_the_option() {
+        let mut opts = Options::default();
+        opts.set("fjord.server.connections-max=0").unwrap();
+        let err = ServerConfig::from_options("d".into(), opts)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("fjord.server.connections-max"), "{err}");
+        let mut opts = Options::default();
+        opts.set("fjord.server.frame-bytes-max=lots").unwrap();
+        assert!(ServerConfig::from_options("d".into(), opts).is_err());
+        assert!(Options::default().set("novalue").is_err());
+    }
+
+    #[test]
+    fn memory_sizes_parse_like_fluss() {
+        for (text, want) in [
+            ("1024", Some(1024)),
+            ("64kb", Some(65536)),
+            ("10 MB", Some(10 << 20)),
+            ("0", None),
+            ("x", None),
+        ] {
+            assert_eq!(parse_memory_size(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn yaml_line_without_colon_is_a_syntax_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("server.yaml");
+        std::fs::write(&file, "ok: 1\nbroken line\n").unwrap();
+        let err = Options::load_yaml(&file).unwrap_err().to_string();
+        assert!(err.contains(":2:"), "{err}");
+    }
+}

@@ -1,0 +1,185 @@
+//! The network loop: accept bounded by a semaphore (`connections-max`), one
+//! reader task per connection cutting frames with fjord-proto's decoder, one
+//! task per request (bounded per connection by `in-flight-requests-max`), and
+//! one writer task per connection writing answers as they complete. Fluss
+//! clients match answers by request id, so a slow long-poll never holds up
+//! a produce on the same connection.
+//!
+//! A malformed or oversized frame closes only its connection (the stream
+//! position is lost); an unknown api key or version, or a body that does not
+//! parse, is answered with the Fluss error code and the connection stays up.
+//! On shutdown, readers stop reading, in-flight requests finish (long-polls
+//! are woken), their answers are written, then connections close.
+
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use fjord_proto::{
+    decode_request, encode_error_response, ApiError, ErrorCode, FrameDecoder, RequestFrame,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tracing::{debug, info, warn};
+
+use crate::api;
+use crate::node::Node;
+
+/// Initial read buffer per connection; grows to the size of the largest
+/// frame seen (bounded by `frame-bytes-max`).
+const READ_BUFFER_BYTES: usize = 64 * 1024;
+
+/// An encoded answer and the in-flight slot it frees once written.
+type Outgoing = (BytesMut, OwnedSemaphorePermit);
+
+/// Accepts connections until `shutdown` turns true, then waits for every
+/// connection to finish its in-flight requests.
+pub async fn accept_loop(node: Arc<Node>, listener: TcpListener) {
+    let slots = Arc::new(Semaphore::new(node.config.connections_max));
+    let mut shutdown = node.shutdown.clone();
+    let mut connections = JoinSet::new();
+    loop {
+        // The slot is taken before accept: at the limit, new clients wait in
+        // the kernel's backlog instead of costing us a task and buffers.
+        let slot = tokio::select! {
+            slot = Arc::clone(&slots).acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+            _ = shutdown.wait_for(|s| *s) => break,
+        };
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = shutdown.wait_for(|s| *s) => break,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                debug!(%peer, "connection accepted");
+                let node = Arc::clone(&node);
+                connections.spawn(async move {
+                    serve_connection(node, stream).await;
+                    drop(slot);
+                });
+            }
+            Err(e) => {
+                // Transient (EMFILE, ECONNABORTED): log and keep serving.
+                warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
+        // Reap finished connection tasks so the set stays small.
+        while connections.try_join_next().is_some() {}
+    }
+    drop(listener);
+    info!(
+        open = connections.len(),
+        "stopped accepting; draining connections"
+    );
+    while connections.join_next().await.is_some() {}
+}
+
+/// Serves one connection until the peer closes it, it sends a bad frame, or
+/// the server shuts down.
+async fn serve_connection(node: Arc<Node>, stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let peer = stream.peer_addr().ok();
+    let (mut reader, writer) = stream.into_split();
+    let in_flight_max = node.config.in_flight_per_connection_max;
+    let in_flight = Arc::new(Semaphore::new(in_flight_max));
+    // Every queued answer holds an in-flight permit, so the queue never
+    // holds more than `in_flight_max` entries.
+    let (tx, rx) = mpsc::channel::<Outgoing>(in_flight_max);
+    let writer_task = tokio::spawn(write_loop(writer, rx));
+    let decoder = FrameDecoder::new(node.config.frame_bytes_max);
+    let mut shutdown: watch::Receiver<bool> = node.shutdown.clone();
+    let mut buf = BytesMut::with_capacity(READ_BUFFER_BYTES);
+
+    'conn: loop {
+        loop {
+            match decoder.decode_request(&mut buf) {
+                Ok(Some(frame)) => {
+                    let permit = tokio::select! {
+                        p = Arc::clone(&in_flight).acquire_owned() => match p {
+                            Ok(p) => p,
+                            Err(_) => break 'conn,
+                        },
+                        _ = shutdown.wait_for(|s| *s) => break 'conn,
+                    };
+                    let node = Arc::clone(&node);
+                    let tx = tx.clone();
+                    tokio::spawn(async move {
+                        let out = answer(&node, frame).await;
+                        // The writer is gone only if the connection died.
+                        let _ = tx.send((out, permit)).await;
+                    });
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    warn!(?peer, error = %e, "bad frame; closing the connection");
+                    break 'conn;
+                }
+            }
+        }
+        // Reserve room for the whole pending frame at once when its length
+        // is known (it passed the size check in decode_request).
+        if let Ok(Some(frame_bytes)) = decoder.peek_frame_bytes(&buf, 0) {
+            buf.reserve(frame_bytes.saturating_sub(buf.len()));
+        } else if buf.capacity() == buf.len() {
+            buf.reserve(READ_BUFFER_BYTES);
+        }
+        tokio::select! {
+            read = reader.read_buf(&mut buf) => match read {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => {
+                    debug!(?peer, error = %e, "read failed");
+                    break;
+                }
+            },
+            _ = shutdown.wait_for(|s| *s) => break,
+        }
+    }
+    // In-flight requests keep their own senders; the writer ends after the
+    // last of them is written.
+    drop(tx);
+    let _ = writer_task.await;
+    debug!(?peer, "connection closed");
+}
+
+/// Decodes, handles and encodes one request. Never fails: every problem
+/// becomes an error frame answering the request id.
+async fn answer(node: &Node, frame: RequestFrame) -> BytesMut {
+    let header = frame.header;
+    let result = match decode_request(header.api_key, header.api_version, frame.body) {
+        Ok(request) => api::dispatch(node, request).await,
+        Err(e) => Err(e.to_api_error()),
+    };
+    let mut out = BytesMut::new();
+    let encoded = match &result {
+        Ok(response) => response.encode_frame(&mut out, header.request_id),
+        Err(error) => encode_error_response(&mut out, header.request_id, error),
+    };
+    if let Err(e) = encoded {
+        out.clear();
+        let error = ApiError::new(
+            ErrorCode::UnknownServerError,
+            format!("cannot encode the response: {e}"),
+        );
+        // A bare error response is a few bytes; it always encodes.
+        let _ = encode_error_response(&mut out, header.request_id, &error);
+    }
+    out
+}
+
+/// Writes answers in completion order, coalescing whatever is queued.
+async fn write_loop(mut writer: OwnedWriteHalf, mut rx: mpsc::Receiver<Outgoing>) {
+    while let Some((frame, permit)) = rx.recv().await {
+        if writer.write_all(&frame).await.is_err() {
+            return;
+        }
+        drop(permit);
+    }
+    let _ = writer.shutdown().await;
+}

@@ -1,0 +1,118 @@
+//! Starting and stopping a server: open the data dir (metadata, tablets),
+//! bind the listener, serve until a shutdown signal, then drain.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tracing::info;
+
+use crate::config::ServerConfig;
+use crate::meta::catalog::Catalog;
+use crate::meta::store::FileMetaStore;
+use crate::metrics::Metrics;
+use crate::net;
+use crate::node::Node;
+use crate::replica::ReplicaManager;
+
+/// Why a server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The metadata store could not be opened.
+    #[error("cannot open the metadata in {0}")]
+    Meta(#[from] crate::meta::store::MetaError),
+    /// The catalog or a tablet could not be opened.
+    #[error("cannot open the data dir: {0}")]
+    Open(#[from] crate::error::ApiError),
+}
+
+/// A server bound to its address with its data dir open, not yet serving.
+pub struct Server {
+    node: Arc<Node>,
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    shutdown_tx: watch::Sender<bool>,
+}
+
+impl Server {
+    /// Opens `config.data_dir` (metadata and every table's tablets) and binds
+    /// `listen` (`host:port`; port 0 picks a free one).
+    pub async fn bind(config: ServerConfig, listen: &str) -> Result<Self, StartError> {
+        let listener = TcpListener::bind(listen)
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: listen.to_owned(),
+                source,
+            })?;
+        let local_addr = listener.local_addr().map_err(|source| StartError::Bind {
+            addr: listen.to_owned(),
+            source,
+        })?;
+        let store = Arc::new(FileMetaStore::open(&config.data_dir.join("meta"))?);
+        let catalog = Catalog::open(store, config.catalog.clone())?;
+        let replicas = ReplicaManager::new(config.data_dir.join("log"));
+        for table in catalog.all_tables() {
+            replicas.create_table(&table)?;
+        }
+        let advertised_host = match config.options.get("fjord.server.advertised-host") {
+            Some(h) => h.to_owned(),
+            // A wildcard address is not something a client can dial.
+            None if local_addr.ip().is_unspecified() => "127.0.0.1".to_owned(),
+            None => local_addr.ip().to_string(),
+        };
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let node = Arc::new(Node {
+            advertised_host,
+            advertised_port: i32::from(local_addr.port()),
+            config,
+            catalog,
+            replicas,
+            metrics: Arc::new(Metrics::default()),
+            shutdown: shutdown_rx,
+        });
+        Ok(Self {
+            node,
+            listener,
+            local_addr,
+            shutdown_tx,
+        })
+    }
+
+    /// The address actually bound.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The shared node state (for the metrics endpoint and tests).
+    pub fn node(&self) -> Arc<Node> {
+        Arc::clone(&self.node)
+    }
+
+    /// Serves until `shutdown` completes, then stops accepting, lets
+    /// in-flight requests finish, and closes the tablets.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let Server {
+            node,
+            listener,
+            shutdown_tx,
+            ..
+        } = self;
+        let accept = tokio::spawn(net::accept_loop(Arc::clone(&node), listener));
+        shutdown.await;
+        info!("shutting down: finishing in-flight requests");
+        let _ = shutdown_tx.send(true);
+        let _ = accept.await;
+        node.replicas.close();
+        info!("shutdown complete");
+    }
+}

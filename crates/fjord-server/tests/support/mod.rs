@@ -1,0 +1,173 @@
+//! Test harness: a real server on an ephemeral loopback port and a raw
+//! protocol client built on fjord-proto's client-side codec.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use bytes::BytesMut;
+use fjord_proto::messages as pb;
+use fjord_proto::{
+    decode_response, ApiError, ApiKey, FrameDecoder, Request, Response, ResponseFrame,
+};
+use fjord_server::{Server, ServerConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// A running server; `stop` shuts it down cleanly.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl TestServer {
+    pub async fn start(dir: &Path) -> Self {
+        Self::start_with(ServerConfig::with_data_dir(dir.to_owned())).await
+    }
+
+    pub async fn start_with(config: ServerConfig) -> Self {
+        let server = Server::bind(config, "127.0.0.1:0")
+            .await
+            .expect("server starts");
+        let addr = server.local_addr();
+        let (tx, rx) = oneshot::channel();
+        let task = tokio::spawn(server.run(async {
+            let _ = rx.await;
+        }));
+        Self {
+            addr,
+            stop: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.expect("server task ends cleanly");
+        }
+    }
+
+    pub async fn client(&self) -> Client {
+        Client::connect(self.addr).await
+    }
+}
+
+/// A raw protocol client: one request at a time unless `send` is used.
+pub struct Client {
+    stream: TcpStream,
+    buf: BytesMut,
+    next_id: i32,
+}
+
+impl Client {
+    pub async fn connect(addr: SocketAddr) -> Self {
+        Self {
+            stream: TcpStream::connect(addr).await.expect("connect"),
+            buf: BytesMut::new(),
+            next_id: 1,
+        }
+    }
+
+    /// Writes raw bytes.
+    pub async fn send_raw(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).await.expect("write");
+    }
+
+    /// Sends `request` with an explicit header version; returns its id.
+    pub async fn send(&mut self, request: &Request, version: i16) -> i32 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut out = BytesMut::new();
+        request.encode_frame(&mut out, version, id).expect("encode");
+        self.send_raw(&out).await;
+        id
+    }
+
+    /// Reads the next response frame, `None` at end of stream.
+    pub async fn read_frame(&mut self) -> Option<ResponseFrame> {
+        let decoder = FrameDecoder::default();
+        loop {
+            if let Some(frame) = decoder
+                .decode_response(&mut self.buf)
+                .expect("valid response frame")
+            {
+                return Some(frame);
+            }
+            match self.stream.read_buf(&mut self.buf).await {
+                Ok(0) | Err(_) => return None,
+                Ok(_) => {}
+            }
+        }
+    }
+
+    /// Sends `request` (version 0) and waits for its answer.
+    pub async fn call(&mut self, request: Request) -> Result<Response, ApiError> {
+        let key = request.api_key();
+        let id = self.send(&request, 0).await;
+        match self.read_frame().await.expect("a response") {
+            ResponseFrame::Success { request_id, body } => {
+                assert_eq!(request_id, id);
+                Ok(decode_response(key, body).expect("decodable response"))
+            }
+            ResponseFrame::Error { request_id, error } => {
+                assert_eq!(request_id, id);
+                Err(error)
+            }
+            ResponseFrame::ServerFailure { error } => panic!("server failure: {error}"),
+        }
+    }
+}
+
+pub fn table_path(db: &str, table: &str) -> pb::PbTablePath {
+    pb::PbTablePath {
+        database_name: db.into(),
+        table_name: table.into(),
+    }
+}
+
+/// A log table descriptor as fluss-rs sends it: id INT, name STRING.
+pub const LOG_TABLE_JSON: &str = r#"{"version":1,"schema":{"version":1,"columns":[{"name":"id","data_type":{"type":"INTEGER"}},{"name":"name","data_type":{"type":"STRING"}}]},"partition_key":[],"bucket_key":[],"bucket_count":3,"properties":{},"custom_properties":{}}"#;
+
+pub async fn create_db_and_table(
+    client: &mut Client,
+    db: &str,
+    table: &str,
+) -> pb::GetTableInfoResponse {
+    client
+        .call(Request::CreateDatabase(pb::CreateDatabaseRequest {
+            database_name: db.into(),
+            ignore_if_exists: true,
+            database_json: None,
+        }))
+        .await
+        .expect("create database");
+    client
+        .call(Request::CreateTable(pb::CreateTableRequest {
+            table_path: table_path(db, table),
+            table_json: LOG_TABLE_JSON.as_bytes().to_vec().into(),
+            ignore_if_exists: false,
+        }))
+        .await
+        .expect("create table");
+    match client
+        .call(Request::GetTableInfo(pb::GetTableInfoRequest {
+            table_path: table_path(db, table),
+        }))
+        .await
+        .expect("get table info")
+    {
+        Response::GetTableInfo(info) => info,
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+pub fn api_key(key: ApiKey) -> i16 {
+    key.id()
+}
