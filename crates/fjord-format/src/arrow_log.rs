@@ -409,6 +409,15 @@ pub fn decode_log_batch(
     })
 }
 
+/// [`decode_log_batch`] for a borrowed slice: copies it into an Arrow
+/// buffer first (one copy per batch), for callers that hold plain bytes.
+pub fn decode_log_batch_from_slice(
+    batch: &[u8],
+    schema: SchemaRef,
+) -> Result<DecodedLogBatch, ArrowLogError> {
+    decode_log_batch(&Buffer::from(batch), schema)
+}
+
 /// Decodes one encapsulated Arrow IPC RecordBatch message (continuation
 /// marker, metadata, body) with the given schema.
 pub fn decode_ipc_message(ipc: &Buffer, schema: SchemaRef) -> Result<RecordBatch, ArrowLogError> {

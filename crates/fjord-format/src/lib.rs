@@ -12,11 +12,14 @@
 //!   complete log batch, decode one back.
 //! - [`projection`]: Fluss `FileLogProjection`: keep only some columns of
 //!   a stored ARROW batch without decoding it.
+//! - [`fixtures`]: deterministic sample data (`user_behavior`, nested
+//!   columns) for tests, benchmarks and fuzzing.
 //! - [`error`]: the error type of the metadata modules.
 
 pub mod arrow_log;
 pub mod arrow_schema;
 pub mod error;
+pub mod fixtures;
 mod ipc;
 pub mod json;
 pub mod log_batch;
