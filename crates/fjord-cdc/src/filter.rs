@@ -111,6 +111,9 @@ fn split_list(list: &str) -> Vec<&str> {
     parts.into_iter().filter(|p| !p.trim().is_empty()).collect()
 }
 
+/// The pattern selecting every table of every database (`\.` is "any character").
+pub const ALL_TABLES: &str = "\\.*.\\.*";
+
 /// The compiled `tables` / `tables.exclude` selection a source applies.
 #[derive(Clone, Debug, Default)]
 pub struct TableFilter {
@@ -144,7 +147,7 @@ impl TableFilter {
     /// A filter that selects every table.
     pub fn all() -> TableFilter {
         TableFilter {
-            include: vec![TablePattern::parse(".*\\..*").expect("constant pattern compiles")],
+            include: vec![TablePattern::parse(ALL_TABLES).expect("constant pattern compiles")],
             exclude: Vec::new(),
         }
     }
@@ -203,6 +206,12 @@ mod tests {
         check("db1.t{1,2},db2.x", None, "db2", "x", true);
         check("db1.t{1,2},db2.x", None, "db1", "tt", true);
         check("orders", None, "any", "orders", true);
+    }
+
+    #[test]
+    fn all_selects_every_table() {
+        assert!(TableFilter::all().matches("a", "b.c"));
+        assert!(TableFilter::all().matches_id(&TableId::new("x", "y")));
     }
 
     #[test]

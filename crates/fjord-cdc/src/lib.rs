@@ -6,7 +6,8 @@
 //!   writer, prepared once per schema version.
 //! - [`event`]: change and schema-change events in reusable [`event::EventBatch`]es.
 //! - [`position`]: [`position::SourcePosition`], where a source resumes.
-//! - [`filter`]: `tables` / `tables.exclude` / route patterns.
+//! - [`filter`]: `tables` / `tables.exclude` / route patterns; [`route`]: routes.
+//! - [`config`]: the Flink CDC 3 pipeline YAML.
 //! - [`source`]: the [`source::Source`] trait, the MySQL/MariaDB source
 //!   (`source::mysql`) and the Debezium JSON source (`source::debezium`).
 //! - [`sink`]: the [`sink::Sink`] trait and the built-in sinks.
@@ -16,9 +17,11 @@
 //! derived per table schema version; this crate depends on nothing of the
 //! server side.
 
+pub mod config;
 pub mod event;
 pub mod filter;
 pub mod position;
+pub mod route;
 pub mod row;
 pub mod schema;
 pub mod sink;

@@ -1,0 +1,264 @@
+//! Pipeline YAML: Flink CDC definitions are accepted as written; unknown or
+//! invalid options are refused with the option's name and line.
+
+use fjord_cdc::config::{self, DecimalHandling, SinkDef, SourceDef};
+use fjord_cdc::route::Router;
+use fjord_cdc::schema::TableId;
+use fjord_cdc::source::{SpecificOffset, StartupMode};
+
+/// The seed document's pipeline, unchanged.
+const SEED: &str = "\
+source:
+  type: mysql
+  hostname: localhost
+  port: 3308
+  username: root
+  password: 123456
+  tables: test.user_behavior
+  server-id: 5400-5404
+  #server-time-zone: UTC
+  scan.startup.mode: earliest-offset
+  debezium.poll.interval.ms: 10
+sink:
+  type: values
+  name: Values Sink
+  materialized.in.memory: false
+  print.enabled: false
+pipeline:
+  name: Sync MySQL Database to Values
+  parallelism: 1
+";
+
+fn check_error(yaml: &str, line: usize, needle: &str) {
+    let err = config::parse(yaml).expect_err("definition must be refused");
+    assert_eq!(err.line, line, "{err}");
+    assert!(err.message.contains(needle), "{err:?} lacks {needle:?}");
+}
+
+#[test]
+fn seed_pipeline_is_accepted_as_written() {
+    let def = config::parse(SEED).unwrap();
+    let SourceDef::MySql(mysql) = def.source else {
+        panic!("not mysql")
+    };
+    assert_eq!(mysql.hostname, "localhost");
+    assert_eq!(mysql.port, 3308);
+    assert_eq!(mysql.password, "123456");
+    assert_eq!(mysql.startup, StartupMode::EarliestOffset);
+    assert_eq!(
+        mysql.server_id.map(|s| (s.start, s.end)),
+        Some((5400, 5404))
+    );
+    assert!(mysql.tables.matches("test", "user_behavior"));
+    assert!(!mysql.tables.matches("test", "user_behavior2"));
+    assert_eq!(def.sink, SinkDef::Values { print: false });
+    assert_eq!(
+        def.pipeline.name.as_deref(),
+        Some("Sync MySQL Database to Values")
+    );
+}
+
+#[test]
+fn unknown_source_option_names_option_and_line() {
+    check_error(
+        "source:\n  type: mysql\n  hostname: h\n  username: u\n  tables: a.b\n  hostnmae: x\nsink:\n  type: print\n",
+        6,
+        "unknown option `hostnmae` in `source`",
+    );
+}
+
+#[test]
+fn unknown_sink_and_pipeline_options_are_refused() {
+    check_error(
+        "source:\n  type: debezium-json\nsink:\n  type: print\n  colour: red\n",
+        5,
+        "`colour`",
+    );
+    check_error(
+        "source:\n  type: debezium-json\nsink:\n  type: print\npipeline:\n  parallelism: 1\n  speed: max\n",
+        7,
+        "`speed`",
+    );
+}
+
+#[test]
+fn bad_table_regex_is_refused_with_its_line() {
+    check_error(
+        "source:\n  type: mysql\n  hostname: h\n  username: u\n  tables: db.(open\nsink:\n  type: print\n",
+        5,
+        "db.(open",
+    );
+    check_error(
+        "source:\n  type: debezium-json\n  tables.exclude: \"db.[x\"\nsink:\n  type: print\n",
+        3,
+        "tables.exclude",
+    );
+}
+
+#[test]
+fn bad_route_regex_is_refused_with_its_line() {
+    check_error(
+        "source:\n  type: debezium-json\nsink:\n  type: print\nroute:\n  - source-table: db.ok\n    sink-table: a.b\n  - source-table: db.[bad\n    sink-table: a.b\n",
+        8,
+        "source-table",
+    );
+}
+
+#[test]
+fn missing_sections_and_required_options_are_named() {
+    check_error("sink:\n  type: print\n", 0, "missing section `source`");
+    check_error(
+        "source:\n  type: debezium-json\n",
+        0,
+        "missing section `sink`",
+    );
+    check_error(
+        "source:\n  type: mysql\n  hostname: h\n  tables: a.b\nsink:\n  type: print\n",
+        1,
+        "needs option `username`",
+    );
+    check_error(
+        "source:\n  type: kafka\nsink:\n  type: print\n",
+        2,
+        "unknown source type",
+    );
+}
+
+#[test]
+fn invalid_values_name_the_option() {
+    check_error(
+        "source:\n  type: mysql\n  hostname: h\n  username: u\n  tables: a.b\n  port: eighty\nsink:\n  type: print\n",
+        6,
+        "`port`",
+    );
+    check_error(
+        "source:\n  type: mysql\n  hostname: h\n  username: u\n  tables: a.b\n  scan.startup.mode: whenever\nsink:\n  type: print\n",
+        6,
+        "scan.startup.mode",
+    );
+    check_error(
+        "source:\n  type: mysql\n  hostname: h\n  username: u\n  tables: a.b\n  scan.startup.mode: specific-offset\nsink:\n  type: print\n",
+        6,
+        "specific-offset.file",
+    );
+    check_error(
+        "source:\n  type: mysql\n  hostname: h\n  username: u\n  tables: a.b\n  connect.timeout: soon\nsink:\n  type: print\n",
+        6,
+        "connect.timeout",
+    );
+    check_error(
+        "source:\n  type: debezium-json\nsink:\n  type: values\n  print.enabled: maybe\n",
+        5,
+        "print.enabled",
+    );
+}
+
+#[test]
+fn transform_section_is_refused_as_not_supported_yet() {
+    check_error(
+        "source:\n  type: debezium-json\nsink:\n  type: print\ntransform:\n  - source-table: a.b\n    projection: \\*\n",
+        5,
+        "not supported yet",
+    );
+}
+
+#[test]
+fn unsupported_parallelism_and_materialisation_are_refused() {
+    check_error(
+        "source:\n  type: debezium-json\nsink:\n  type: print\npipeline:\n  parallelism: 4\n",
+        6,
+        "not supported yet",
+    );
+    check_error(
+        "source:\n  type: debezium-json\nsink:\n  type: values\n  materialized.in.memory: true\n",
+        5,
+        "not supported yet",
+    );
+}
+
+#[test]
+fn specific_offsets_and_timestamps_are_parsed() {
+    let base = "source:\n  type: mariadb\n  hostname: h\n  username: u\n  tables: a.b\n";
+    let def = config::parse(&format!(
+        "{base}  scan.startup.mode: specific-offset\n  scan.startup.specific-offset.file: mysql-bin.000003\n  scan.startup.specific-offset.pos: 4711\n  scan.startup.specific-offset.skip-rows: 2\nsink:\n  type: print\n"
+    ))
+    .unwrap();
+    let SourceDef::MySql(c) = def.source else {
+        panic!("not mysql")
+    };
+    assert_eq!(c.source_type, "mariadb");
+    assert_eq!(
+        c.startup,
+        StartupMode::SpecificOffset {
+            offset: SpecificOffset::File {
+                file: "mysql-bin.000003".into(),
+                pos: 4711
+            },
+            skip_events: 0,
+            skip_rows: 2,
+        }
+    );
+    let def = config::parse(&format!(
+        "{base}  scan.startup.mode: specific-offset\n  scan.startup.specific-offset.gtid-set: 0-1-100\nsink:\n  type: print\n"
+    ))
+    .unwrap();
+    let SourceDef::MySql(c) = def.source else {
+        panic!("not mysql")
+    };
+    assert!(
+        matches!(c.startup, StartupMode::SpecificOffset { offset: SpecificOffset::GtidSet(ref s), .. } if s == "0-1-100")
+    );
+    let def = config::parse(&format!(
+        "{base}  scan.startup.mode: timestamp\n  scan.startup.timestamp-millis: 1700000000000\nsink:\n  type: print\n"
+    ))
+    .unwrap();
+    let SourceDef::MySql(c) = def.source else {
+        panic!("not mysql")
+    };
+    assert_eq!(
+        c.startup,
+        StartupMode::Timestamp {
+            millis: 1_700_000_000_000
+        }
+    );
+}
+
+#[test]
+fn debezium_source_and_state_dir_are_parsed() {
+    let def = config::parse(
+        "source:\n  type: debezium-json\n  path: /tmp/in.json\n  decimal.handling.mode: string\nsink:\n  type: print\npipeline:\n  state-dir: /tmp/state\n  state.commit-interval-ms: 0\n",
+    )
+    .unwrap();
+    let SourceDef::DebeziumJson(c) = def.source else {
+        panic!("not debezium")
+    };
+    assert_eq!(
+        c.path.as_deref(),
+        Some(std::path::Path::new("/tmp/in.json"))
+    );
+    assert_eq!(c.decimal_handling, DecimalHandling::String);
+    assert!(c.tables.matches("any", "table"));
+    assert_eq!(
+        def.pipeline.state_dir.as_deref(),
+        Some(std::path::Path::new("/tmp/state"))
+    );
+    assert!(def.pipeline.state_commit_interval.is_zero());
+}
+
+#[test]
+fn routes_map_tables_with_replace_symbol_and_first_match_wins() {
+    let def = config::parse(
+        "source:\n  type: debezium-json\nsink:\n  type: print\nroute:\n  - source-table: app.orders\n    sink-table: ods.orders_all\n  - source-table: app.\\.*\n    sink-table: ods.ods_<>\n    replace-symbol: <>\n    description: everything else\n",
+    )
+    .unwrap();
+    let router = Router::new(def.routes);
+    let check = |db: &str, table: &str, expected: Option<&str>| {
+        let routed = router
+            .route(&TableId::new(db, table))
+            .map(|t| t.to_string());
+        assert_eq!(routed.as_deref(), expected, "{db}.{table}");
+    };
+    check("app", "orders", Some("ods.orders_all"));
+    check("app", "users", Some("ods.ods_users"));
+    check("other", "users", None);
+}
