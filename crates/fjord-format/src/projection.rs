@@ -198,6 +198,24 @@ impl ProjectionPlan {
         })
     }
 
+    /// [`ProjectionPlan::new`] for the `projected_fields` of a FetchLog
+    /// request (protobuf `int32`s); a negative index is an invalid projection.
+    pub fn from_projected_fields(
+        schema: &Schema,
+        schema_id: i16,
+        projected_fields: &[i32],
+    ) -> Result<Self, ProjectionError> {
+        let columns = projected_fields
+            .iter()
+            .map(|&f| {
+                usize::try_from(f).map_err(|_| {
+                    ProjectionError::InvalidProjection(format!("projected field {f} is negative"))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Self::new(schema, schema_id, &columns)
+    }
+
     /// The schema id this plan applies to.
     pub fn schema_id(&self) -> i16 {
         self.schema_id
@@ -383,6 +401,103 @@ impl ProjectionPlan {
         let crc = crc32c::crc32c(&written[layout.schema_id..]);
         written[layout.crc..layout.crc + 4].copy_from_slice(&crc.to_le_bytes());
         Ok(Projected::Written(start..out.len()))
+    }
+}
+
+/// What [`project_batches`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ProjectedRun {
+    /// Source bytes consumed: whole batches, projected or passed through.
+    pub source_bytes: usize,
+    /// Batches written to the output.
+    pub batches: usize,
+    /// Bytes appended to the output.
+    pub output_bytes: usize,
+}
+
+/// Projects consecutive batches of a log read (Fluss
+/// `FileLogProjection.project`): stops at a partial trailing batch or at the
+/// first projected batch that would push the output past `max_bytes`; with
+/// `min_one`, the first batch is written whatever its size (Fluss's
+/// `minOneMessage`, so a consumer always progresses). `plan_for` is asked
+/// for the plan of a schema id only when the id changes from one batch to
+/// the next. On error `out` is restored to its length on entry.
+pub fn project_batches<F>(
+    records: &[u8],
+    mut plan_for: F,
+    out: &mut Vec<u8>,
+    max_bytes: usize,
+    min_one: bool,
+) -> Result<ProjectedRun, ProjectionError>
+where
+    F: FnMut(i16) -> Result<std::sync::Arc<ProjectionPlan>, ProjectionError>,
+{
+    let start = out.len();
+    let mut run = ProjectedRun::default();
+    let mut current: Option<std::sync::Arc<ProjectionPlan>> = None;
+    let result = (|| {
+        while run.source_bytes < records.len() {
+            let rest = &records[run.source_bytes..];
+            let Some((size, magic)) = log_batch::peek_size_and_magic(rest)? else {
+                break;
+            };
+            if size > rest.len() {
+                break;
+            }
+            let layout = log_batch::layout(magic).ok_or(LogBatchError::UnknownMagic { magic })?;
+            if size < layout.header_size {
+                return Err(LogBatchError::ShorterThanHeader {
+                    magic,
+                    size,
+                    header_size: layout.header_size,
+                }
+                .into());
+            }
+            let batch = &rest[..size];
+            let budget = if min_one && run.batches == 0 {
+                usize::MAX
+            } else {
+                max_bytes.saturating_sub(run.output_bytes)
+            };
+            if size == layout.header_size {
+                // Header-only batches carry no columns: passed through, no plan needed.
+                match copy_whole(batch, out, budget) {
+                    Projected::Written(range) => {
+                        run.output_bytes += range.len();
+                        run.batches += 1;
+                        run.source_bytes += size;
+                        continue;
+                    }
+                    Projected::ExceedsLimit { .. } => break,
+                }
+            }
+            let schema_id =
+                i16::from_le_bytes([batch[layout.schema_id], batch[layout.schema_id + 1]]);
+            let plan = match &current {
+                Some(plan) if plan.schema_id() == schema_id => plan.clone(),
+                _ => {
+                    let plan = plan_for(schema_id)?;
+                    current = Some(plan.clone());
+                    plan
+                }
+            };
+            match plan.project(batch, out, budget)? {
+                Projected::Written(range) => {
+                    run.output_bytes += range.len();
+                    run.batches += 1;
+                    run.source_bytes += size;
+                }
+                Projected::ExceedsLimit { .. } => break,
+            }
+        }
+        Ok(())
+    })();
+    match result {
+        Ok(()) => Ok(run),
+        Err(e) => {
+            out.truncate(start);
+            Err(e)
+        }
     }
 }
 

@@ -630,3 +630,72 @@ proptest! {
         check_projection(&schema, &bytes, &batch, &columns);
     }
 }
+
+#[test]
+fn runs_of_batches_project_until_the_budget_and_skip_partial_tails() {
+    use fjord_format::projection::project_batches;
+    let schema = wide_schema();
+    let plan = Arc::new(ProjectionPlan::new(&schema, 7, &[0, 2]).unwrap());
+    let mut log = Vec::new();
+    let mut sizes = Vec::new();
+    for rows in [10, 20, 30] {
+        let batch = wide_batch(&schema, rows);
+        let bytes = encode(
+            &schema,
+            &batch,
+            ArrowCompression::Lz4Frame,
+            LOG_MAGIC_V0,
+            None,
+        );
+        sizes.push(bytes.len());
+        log.extend_from_slice(&bytes);
+    }
+    let mut lookups = 0;
+    let mut plan_for = |id: i16| {
+        lookups += 1;
+        assert_eq!(id, 7);
+        Ok(plan.clone())
+    };
+    // Whole log plus a partial batch: the partial tail is left for the next read.
+    let mut with_tail = log.clone();
+    with_tail.extend_from_slice(&log[..sizes[0] - 1]);
+    let mut out = Vec::new();
+    let run = project_batches(&with_tail, &mut plan_for, &mut out, usize::MAX, false).unwrap();
+    assert_eq!(
+        (run.batches, run.source_bytes, run.output_bytes),
+        (3, log.len(), out.len())
+    );
+    let mut offset = 0;
+    for rows in [10, 20, 30] {
+        let size = fjord_format::log_batch::peek_size_and_magic(&out[offset..])
+            .unwrap()
+            .unwrap()
+            .0;
+        let decoded = decode_log_batch(
+            &Buffer::from(out[offset..offset + size].to_vec()),
+            to_projected_arrow_schema(&schema, &[0, 2]).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            decoded.records,
+            wide_batch(&schema, rows).project(&[0, 2]).unwrap()
+        );
+        offset += size;
+    }
+    // A budget that fits only the first projected batch.
+    let first = run.output_bytes - {
+        let mut o = Vec::new();
+        project_batches(&log[sizes[0]..], &mut plan_for, &mut o, usize::MAX, false)
+            .unwrap()
+            .output_bytes
+    };
+    let mut out = Vec::new();
+    let run = project_batches(&log, &mut plan_for, &mut out, first, false).unwrap();
+    assert_eq!((run.batches, run.source_bytes), (1, sizes[0]));
+    // A budget too small for anything: nothing, unless min_one.
+    let run = project_batches(&log, &mut plan_for, &mut Vec::new(), 10, false).unwrap();
+    assert_eq!(run.batches, 0);
+    let run = project_batches(&log, &mut plan_for, &mut Vec::new(), 10, true).unwrap();
+    assert_eq!(run.batches, 1);
+    assert_eq!(lookups, 5, "one plan lookup per run, not per batch");
+}
