@@ -1,0 +1,309 @@
+//! The snapshot phase: one consistent read of every captured table inside a
+//! `START TRANSACTION WITH CONSISTENT SNAPSHOT`, together with the binlog
+//! position that transaction saw, so the binlog phase continues exactly where
+//! the snapshot's view ends (no gap, no duplicate).
+//!
+//! MariaDB reports that position for the open snapshot itself
+//! (`binlog_snapshot_file` / `binlog_snapshot_position`), so no global lock
+//! is taken; on MySQL the position is read under a short
+//! `FLUSH TABLES WITH READ LOCK`.
+//!
+//! A reader task streams each table's rows in chunks of
+//! `scan.snapshot.fetch.size` over a bounded channel; the source converts the
+//! text-protocol values with a converter prepared once per table.
+
+use std::sync::Arc;
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Row, Value};
+use tokio::sync::mpsc;
+
+use crate::event::EventBatch;
+use crate::row::RowWriter;
+use crate::schema::{TableId, TableSchema};
+use crate::source::SourceError;
+use crate::types::DataType;
+
+use super::coltype::{Base, MySqlType};
+use super::schema_cache::{quote_ident, TableInfo};
+use super::temporal;
+
+/// Chunks buffered between the reader task and the source: enough to overlap
+/// the server's sending with our converting, small enough to bound memory at
+/// a few fetch sizes of rows.
+const SNAPSHOT_CHANNEL_CHUNKS: usize = 4;
+
+/// A chunk of rows of one table, or the end of the snapshot.
+pub(crate) enum Chunk {
+    Rows(usize, Vec<Row>),
+    Failed(SourceError),
+}
+
+/// Starts the consistent snapshot on `conn` and returns the binlog position it
+/// corresponds to.
+pub(crate) async fn begin(
+    conn: &mut mysql_async::Conn,
+    mariadb: bool,
+) -> Result<(String, u64), SourceError> {
+    let db = |context: &'static str| {
+        move |e: mysql_async::Error| SourceError::Database(format!("{context}: {e}"))
+    };
+    conn.query_drop("SET SESSION time_zone = '+00:00'")
+        .await
+        .map_err(db("setting the snapshot session's time zone"))?;
+    conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        .await
+        .map_err(db("setting the snapshot isolation level"))?;
+    if mariadb {
+        conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+            .await
+            .map_err(db("starting the snapshot transaction"))?;
+        let rows: Vec<(String, String)> = conn
+            .query("SHOW STATUS LIKE 'binlog_snapshot_%'")
+            .await
+            .map_err(db("reading binlog_snapshot_file/position"))?;
+        let get = |name: &str| {
+            rows.iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.clone())
+        };
+        let file = get("binlog_snapshot_file").unwrap_or_default();
+        let pos = get("binlog_snapshot_position").and_then(|p| p.parse().ok());
+        match (file.is_empty(), pos) {
+            (false, Some(pos)) => Ok((file, pos)),
+            _ => Err(SourceError::Database(
+                "the server reports no binlog_snapshot_file/position: is log_bin on?".into(),
+            )),
+        }
+    } else {
+        conn.query_drop("FLUSH TABLES WITH READ LOCK")
+            .await
+            .map_err(db(
+                "FLUSH TABLES WITH READ LOCK (needs the RELOAD privilege)",
+            ))?;
+        let result = async {
+            conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+                .await
+                .map_err(db("starting the snapshot transaction"))?;
+            super::master_status(conn).await
+        }
+        .await;
+        conn.query_drop("UNLOCK TABLES")
+            .await
+            .map_err(db("UNLOCK TABLES"))?;
+        result
+    }
+}
+
+/// Reads every table in `tables` on `conn` (inside the snapshot transaction)
+/// and sends chunks of `fetch_size` rows, tagged with the table's index.
+pub(crate) async fn read_tables(
+    mut conn: mysql_async::Conn,
+    tables: Vec<TableId>,
+    fetch_size: usize,
+    tx: mpsc::Sender<Chunk>,
+) {
+    for (index, id) in tables.iter().enumerate() {
+        let sql = format!(
+            "SELECT * FROM {}.{}",
+            quote_ident(id.database()),
+            quote_ident(id.table())
+        );
+        let mut result = match conn.query_iter(sql).await {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = tx
+                    .send(Chunk::Failed(SourceError::Database(format!(
+                        "snapshot of {id}: {e}"
+                    ))))
+                    .await;
+                return;
+            }
+        };
+        let mut chunk = Vec::with_capacity(fetch_size);
+        loop {
+            match result.next().await {
+                Ok(Some(row)) => {
+                    chunk.push(row);
+                    if chunk.len() >= fetch_size {
+                        let full = std::mem::replace(&mut chunk, Vec::with_capacity(fetch_size));
+                        if tx.send(Chunk::Rows(index, full)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    let _ = tx
+                        .send(Chunk::Failed(SourceError::Database(format!(
+                            "snapshot of {id}: {e}"
+                        ))))
+                        .await;
+                    return;
+                }
+            }
+        }
+        drop(result);
+        if !chunk.is_empty() && tx.send(Chunk::Rows(index, chunk)).await.is_err() {
+            return;
+        }
+    }
+    let _ = conn.query_drop("COMMIT").await;
+    let _ = conn.disconnect().await;
+}
+
+/// The channel the reader task fills.
+pub(crate) fn channel() -> (mpsc::Sender<Chunk>, mpsc::Receiver<Chunk>) {
+    mpsc::channel(SNAPSHOT_CHANNEL_CHUNKS)
+}
+
+/// How one column's text value is converted.
+#[derive(Clone, Copy, Debug)]
+enum Conv {
+    Int,
+    Bool,
+    UnsignedDecimal,
+    Float,
+    Double,
+    Decimal { scale: u8 },
+    BitBool,
+    Raw,
+    Text,
+    Date,
+    DateTime,
+    Time,
+}
+
+/// A table's snapshot converter, prepared once per table.
+pub(crate) struct SnapshotTable {
+    pub schema: Arc<TableSchema>,
+    convs: Box<[Conv]>,
+}
+
+impl SnapshotTable {
+    /// Prepares the converter of `info`'s columns.
+    pub(crate) fn new(info: &TableInfo) -> SnapshotTable {
+        let convs = info
+            .schema
+            .columns()
+            .iter()
+            .zip(&info.types)
+            .map(|(c, ty)| conv(c.data_type, ty))
+            .collect();
+        SnapshotTable {
+            schema: Arc::clone(&info.schema),
+            convs,
+        }
+    }
+
+    /// Appends one row as an insert.
+    pub(crate) fn push_row(&self, row: &Row, batch: &mut EventBatch) -> Result<(), SourceError> {
+        let slot = batch.table_slot(&self.schema);
+        let mut w = batch.row_writer(slot);
+        for (i, conv) in self.convs.iter().enumerate() {
+            match row.as_ref(i) {
+                None | Some(Value::NULL) => {}
+                Some(Value::Bytes(bytes)) => {
+                    if set(&mut w, i, *conv, bytes).is_none() {
+                        return Err(SourceError::Decode(format!(
+                            "snapshot of {}, column {}: cannot read {:?} as {}",
+                            self.schema.id(),
+                            self.schema.columns()[i].name,
+                            String::from_utf8_lossy(bytes),
+                            self.schema.columns()[i].data_type
+                        )));
+                    }
+                }
+                Some(other) => {
+                    return Err(SourceError::Decode(format!(
+                        "snapshot of {}, column {}: unexpected binary-protocol value {other:?}",
+                        self.schema.id(),
+                        self.schema.columns()[i].name
+                    )))
+                }
+            }
+        }
+        let handle = w.finish().map_err(|e| SourceError::Decode(e.to_string()))?;
+        batch.push_insert(slot, handle);
+        Ok(())
+    }
+}
+
+fn conv(data_type: DataType, ty: &MySqlType) -> Conv {
+    match (data_type, ty.base) {
+        (DataType::Boolean, Base::Bit) => Conv::BitBool,
+        (DataType::Boolean, _) => Conv::Bool,
+        (DataType::Decimal { .. }, Base::BigInt) => Conv::UnsignedDecimal,
+        (DataType::Decimal { scale, .. }, _) => Conv::Decimal { scale },
+        (DataType::Float, _) => Conv::Float,
+        (DataType::Double, _) => Conv::Double,
+        (DataType::TinyInt | DataType::SmallInt | DataType::Int | DataType::BigInt, _) => Conv::Int,
+        (DataType::Date, _) => Conv::Date,
+        (DataType::Time { .. }, _) => Conv::Time,
+        (DataType::Timestamp { .. } | DataType::TimestampLtz { .. }, _) => Conv::DateTime,
+        (DataType::Binary { .. } | DataType::Varbinary { .. } | DataType::Bytes, _) => Conv::Raw,
+        (
+            DataType::Char { .. } | DataType::Varchar { .. } | DataType::String | DataType::Json,
+            _,
+        ) => Conv::Text,
+    }
+}
+
+fn parse_i64(bytes: &[u8]) -> Option<i64> {
+    std::str::from_utf8(bytes).ok()?.parse().ok()
+}
+
+/// Stores one text value; `None` if it does not parse as the column's type.
+fn set(w: &mut RowWriter<'_>, i: usize, conv: Conv, bytes: &[u8]) -> Option<()> {
+    match conv {
+        Conv::Int => w.set_i64(i, parse_i64(bytes)?),
+        Conv::Bool => w.set_bool(i, parse_i64(bytes)? != 0),
+        Conv::BitBool => w.set_bool(i, bytes.iter().any(|&b| b != 0)),
+        Conv::UnsignedDecimal => {
+            if bytes.is_empty() || !bytes.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            w.set_decimal_digits(i, false, bytes);
+        }
+        Conv::Float => w.set_f32(i, std::str::from_utf8(bytes).ok()?.parse().ok()?),
+        Conv::Double => w.set_f64(i, std::str::from_utf8(bytes).ok()?.parse().ok()?),
+        Conv::Decimal { scale } => {
+            let (negative, body) = match bytes.split_first() {
+                Some((b'-', rest)) => (true, rest),
+                _ => (false, bytes),
+            };
+            let (int, frac) = match body.iter().position(|&c| c == b'.') {
+                Some(dot) => (&body[..dot], &body[dot + 1..]),
+                None => (body, &[][..]),
+            };
+            if frac.len() > usize::from(scale) || int.len() + usize::from(scale) > 96 {
+                return None;
+            }
+            let mut digits = [b'0'; 96];
+            digits[..int.len()].copy_from_slice(int);
+            digits[int.len()..int.len() + frac.len()].copy_from_slice(frac);
+            let all = &digits[..int.len() + usize::from(scale)];
+            if !all.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            w.set_decimal_digits(i, negative, all);
+        }
+        Conv::Raw => w.set_bytes(i, bytes),
+        Conv::Text => w.set_str(i, std::str::from_utf8(bytes).ok()?),
+        Conv::Date => {
+            // Zero dates read as NULL, as in the binlog phase.
+            if let Some(days) = temporal::parse_date(bytes) {
+                w.set_i64(i, days);
+            }
+        }
+        Conv::DateTime => {
+            if let Some(micros) = temporal::parse_datetime(bytes) {
+                w.set_micros(i, micros);
+            } else if !bytes.starts_with(b"0000-00-00") {
+                return None;
+            }
+        }
+        Conv::Time => w.set_micros(i, temporal::parse_time(bytes)?),
+    }
+    Some(())
+}
