@@ -1,0 +1,225 @@
+//! One TCP connection to one server, multiplexing requests by request id.
+//!
+//! Requests are written under a lock on the write half (one lock per
+//! request, i.e. per batch on the write path, never per record); a reader
+//! task cuts response frames out of the socket and completes the waiting
+//! request by id. A server-failure frame or a closed socket fails every
+//! request still waiting, so no caller hangs on a dead connection.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::{Bytes, BytesMut};
+use fjord_proto::{
+    encode_request, ApiError, ApiKey, ErrorCode, FrameDecoder, RequestHeader, ResponseFrame,
+};
+use prost::Message;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+
+use crate::error::{ClientError, Result};
+
+/// Largest response frame the client accepts. A FetchLog response carries at
+/// most the request's `max_bytes` of records (16 MiB by default) plus
+/// headers; the cap stops a corrupt length from causing a huge allocation.
+pub const MAX_RESPONSE_FRAME_BYTES: usize = 256 * 1024 * 1024;
+
+/// Initial capacity of the read buffer; it grows to the largest frame seen.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
+
+type Reply = std::result::Result<Bytes, ApiError>;
+
+/// Requests waiting for their responses. `None` once the connection died:
+/// a request registered after that fails at once instead of waiting forever.
+type Pending = Option<HashMap<i32, oneshot::Sender<Reply>>>;
+
+/// A connection to one Fluss-protocol server. Cheap to clone; all clones
+/// share the socket.
+#[derive(Clone)]
+pub struct ServerConnection {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    addr: String,
+    writer: tokio::sync::Mutex<WriteSide>,
+    pending: Mutex<Pending>,
+    next_request_id: AtomicI32,
+}
+
+struct WriteSide {
+    socket: OwnedWriteHalf,
+    buf: BytesMut,
+}
+
+impl ServerConnection {
+    /// Connects to `addr` (`host:port`) and starts the response reader.
+    pub async fn connect(addr: &str) -> Result<ServerConnection> {
+        let stream = TcpStream::connect(addr)
+            .await
+            .map_err(|source| ClientError::Io {
+                addr: addr.to_owned(),
+                source,
+            })?;
+        // Requests are whole frames written at once; Nagle would only delay them.
+        let _ = stream.set_nodelay(true);
+        let (mut read_half, write_half) = stream.into_split();
+        let inner = Arc::new(Inner {
+            addr: addr.to_owned(),
+            writer: tokio::sync::Mutex::new(WriteSide {
+                socket: write_half,
+                buf: BytesMut::new(),
+            }),
+            pending: Mutex::new(Some(HashMap::new())),
+            next_request_id: AtomicI32::new(0),
+        });
+        let reader_inner = Arc::clone(&inner);
+        tokio::spawn(async move {
+            let reason = read_responses(&mut read_half, &reader_inner).await;
+            reader_inner.fail_all(reason);
+        });
+        Ok(ServerConnection { inner })
+    }
+
+    /// The address this connection was opened to.
+    pub fn addr(&self) -> &str {
+        &self.inner.addr
+    }
+
+    /// Sends `request` as API `api` at the highest version Fjord serves for
+    /// it (0 where it serves none) and waits for the response.
+    pub async fn request<Req, Resp>(&self, api: ApiKey, request: &Req) -> Result<Resp>
+    where
+        Req: Message,
+        Resp: Message + Default,
+    {
+        let body = self.request_raw(api, request).await?;
+        Resp::decode(body).map_err(|e| ClientError::Protocol {
+            api: api.name(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Like [`ServerConnection::request`], returning the undecoded body.
+    pub async fn request_raw<Req: Message>(&self, api: ApiKey, request: &Req) -> Result<Bytes> {
+        let request_id = self.inner.next_request_id.fetch_add(1, Ordering::Relaxed) & i32::MAX;
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
+            match pending.as_mut() {
+                Some(map) => {
+                    map.insert(request_id, tx);
+                }
+                None => return Err(self.closed(api)),
+            }
+        }
+        let header = RequestHeader {
+            api_key: api.id(),
+            api_version: api.served_versions().map_or(0, |v| v.max),
+            request_id,
+        };
+        {
+            let mut write = self.inner.writer.lock().await;
+            let WriteSide { socket, buf } = &mut *write;
+            buf.clear();
+            encode_request(buf, header, request)
+                .map_err(|e| ClientError::Invalid(e.to_string()))?;
+            if let Err(source) = socket.write_all(buf).await {
+                self.inner.forget(request_id);
+                return Err(ClientError::Io {
+                    addr: self.inner.addr.clone(),
+                    source,
+                });
+            }
+        }
+        match rx.await {
+            Ok(Ok(body)) => Ok(body),
+            Ok(Err(error)) => Err(ClientError::server(api, error)),
+            Err(_) => Err(self.closed(api)),
+        }
+    }
+
+    fn closed(&self, api: ApiKey) -> ClientError {
+        ClientError::ConnectionClosed {
+            addr: self.inner.addr.clone(),
+            api: api.name(),
+        }
+    }
+}
+
+impl Inner {
+    fn forget(&self, request_id: i32) {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(map) = pending.as_mut() {
+            map.remove(&request_id);
+        }
+    }
+
+    fn complete(&self, request_id: i32, reply: Reply) {
+        let sender = {
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            pending.as_mut().and_then(|map| map.remove(&request_id))
+        };
+        match sender {
+            // The caller may have given up (dropped its future); nothing to do.
+            Some(sender) => {
+                let _ = sender.send(reply);
+            }
+            None => tracing::warn!(
+                addr = %self.addr,
+                request_id,
+                "response for a request that is not waiting"
+            ),
+        }
+    }
+
+    /// Fails every waiting request with `reason` and refuses new ones.
+    fn fail_all(&self, reason: ApiError) {
+        let map = {
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            pending.take()
+        };
+        for (_, sender) in map.into_iter().flatten() {
+            let _ = sender.send(Err(reason.clone()));
+        }
+    }
+}
+
+/// Reads response frames until the socket closes or a frame is malformed;
+/// returns why the connection ended.
+async fn read_responses(socket: &mut tokio::net::tcp::OwnedReadHalf, inner: &Inner) -> ApiError {
+    let decoder = FrameDecoder::new(MAX_RESPONSE_FRAME_BYTES);
+    let mut buf = BytesMut::with_capacity(READ_BUFFER_BYTES);
+    loop {
+        loop {
+            match decoder.decode_response(&mut buf) {
+                Ok(Some(ResponseFrame::Success { request_id, body })) => {
+                    inner.complete(request_id, Ok(body))
+                }
+                Ok(Some(ResponseFrame::Error { request_id, error })) => {
+                    inner.complete(request_id, Err(error))
+                }
+                Ok(Some(ResponseFrame::ServerFailure { error })) => return error,
+                Ok(None) => break,
+                Err(e) => {
+                    return ErrorCode::NetworkException
+                        .with_message(format!("malformed response frame from {}: {e}", inner.addr))
+                }
+            }
+        }
+        match socket.read_buf(&mut buf).await {
+            Ok(0) => {
+                return ErrorCode::NetworkException
+                    .with_message(format!("connection to {} closed by the server", inner.addr))
+            }
+            Ok(_) => {}
+            Err(e) => {
+                return ErrorCode::NetworkException
+                    .with_message(format!("reading from {} failed: {e}", inner.addr))
+            }
+        }
+    }
+}
