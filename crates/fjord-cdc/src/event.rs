@@ -145,8 +145,9 @@ struct Entry {
 /// A row change as a sink sees it.
 #[derive(Clone, Copy, Debug)]
 pub struct ChangeEvent<'a> {
-    /// The table's schema at the version the rows follow.
-    pub table: &'a TableSchema,
+    /// The table's schema at the version the rows follow (the batch's `Arc`,
+    /// so sinks may key per-schema caches on it by pointer while holding a clone).
+    pub table: &'a Arc<TableSchema>,
     /// Insert, update or delete.
     pub op: Op,
     /// Before image (update, delete).
@@ -320,7 +321,7 @@ impl EventBatch {
         self.entries.iter().map(move |entry| match entry.kind {
             EntryKind::Schema(i) => Event::Schema(&self.schema_changes[i as usize]),
             EntryKind::Change(op) => {
-                let table = &*self.tables[entry.table as usize];
+                let table = &self.tables[entry.table as usize];
                 Event::Change(ChangeEvent {
                     table,
                     op,

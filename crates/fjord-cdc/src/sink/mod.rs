@@ -6,6 +6,10 @@
 //! and the position after the last written batch may be stored, so a
 //! restarted pipeline resumes right after it.
 
+pub mod json;
+pub mod print;
+pub mod values;
+
 use crate::event::EventBatch;
 
 /// A consumer of change-event batches.
