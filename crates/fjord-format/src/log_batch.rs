@@ -525,6 +525,28 @@ impl<'a> LogBatchMut<'a> {
     }
 }
 
+/// Stamps the server-assigned fields (`BaseOffset`, `CommitTimestamp` and,
+/// for V2, `LeaderEpoch`) of the batch at the start of `bytes` in place.
+///
+/// Checks the length, magic, header size and counts but not the CRC, which
+/// the stamped fields are outside of: for a caller (the storage append path)
+/// that already validated these exact bytes and does not want to checksum
+/// them twice. Returns the batch size.
+pub fn stamp_in_place(
+    bytes: &mut [u8],
+    base_offset: i64,
+    commit_timestamp: i64,
+    leader_epoch: i32,
+) -> Result<usize, LogBatchError> {
+    let (layout, size) = check_structure(bytes)?;
+    let mut batch = LogBatchMut {
+        bytes: &mut bytes[..size],
+        layout,
+    };
+    batch.stamp(base_offset, commit_timestamp, leader_epoch);
+    Ok(size)
+}
+
 /// Splits a contiguous buffer of batches (e.g. a ProduceLog request's
 /// `records`, or a span of a segment file) into validated batches without
 /// copying.
@@ -909,6 +931,25 @@ mod tests {
         assert_eq!(batch.last_offset(), 1004);
         assert_eq!(batch.commit_timestamp(), 1_700_000_000_000);
         assert_eq!(batch.leader_epoch(), 4);
+    }
+
+    #[test]
+    fn stamp_in_place_touches_only_the_first_batch() {
+        let mut b = one_batch(LOG_MAGIC_V2, b"", b"one");
+        let first = b.len();
+        b.extend(one_batch(LOG_MAGIC_V0, b"", b"two"));
+        let second = b[first..].to_vec();
+        assert_eq!(stamp_in_place(&mut b, 5, 6, 7), Ok(first));
+        let batch = LogBatch::validate(&b[..first]).expect("valid");
+        assert_eq!(
+            (
+                batch.base_offset(),
+                batch.commit_timestamp(),
+                batch.leader_epoch()
+            ),
+            (5, 6, 7)
+        );
+        assert_eq!(&b[first..], &second[..]);
     }
 
     #[test]
