@@ -258,6 +258,24 @@ impl MariaDb {
         );
     }
 
+    /// Purges every binlog file before `file`. MariaDB keeps a file until its
+    /// binlog checkpoint is written (asynchronously after a rotation), so
+    /// this retries for a bounded time until the oldest file is gone.
+    pub fn purge_binlogs_to(&self, file: &str) {
+        for _ in 0..100 {
+            self.sql(&format!("PURGE BINARY LOGS TO '{file}'"));
+            let logs = self.sql("SHOW BINARY LOGS");
+            if logs.lines().next().is_some_and(|l| l.starts_with(file)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!(
+            "binlog files before {file} were not purged: {}",
+            self.sql("SHOW BINARY LOGS")
+        );
+    }
+
     /// The current binlog file and position (`SHOW MASTER STATUS`).
     pub fn master_status(&self) -> (String, u64) {
         let out = self.sql("SHOW MASTER STATUS");

@@ -721,19 +721,17 @@ fn change_column(
         .iter()
         .position(|d| d.name.eq_ignore_ascii_case(old))
         .ok_or_else(|| format!("unknown column {old}"))?;
-    let old_def = defs.remove(i);
+    let old_def = defs[i].clone();
     let renamed = old_def.name != def.name;
     let new_type = def.ty.data_type().map_err(|e| e.0)?;
-    let type_changed = old_def.ty.data_type().ok() != Some(new_type) || old_def.ty != def.ty;
+    let type_changed = old_def.ty != def.ty || old_def.nullable != def.nullable;
     let new_name = def.name.clone();
-    match &position {
-        None => defs.insert(i, def),
-        Some(position) => insert_at(defs, def, position)?,
-    }
     for k in key.iter_mut().filter(|k| k.eq_ignore_ascii_case(old)) {
         *k = new_name.clone();
     }
     if renamed {
+        // First the rename alone, so its event carries the intermediate schema.
+        defs[i].name = new_name.clone();
         fx.set(
             id,
             defs,
@@ -745,14 +743,12 @@ fn change_column(
         )
         .map_err(|e| e.to_string())?;
     }
-    if type_changed
-        || (!renamed && position.is_some())
-        || old_def.nullable
-            != defs
-                .iter()
-                .find(|d| d.name == new_name)
-                .is_none_or(|d| d.nullable)
-    {
+    defs.remove(i);
+    match &position {
+        None => defs.insert(i, def),
+        Some(position) => insert_at(defs, def, position)?,
+    }
+    if type_changed || position.is_some() {
         fx.set(
             id,
             defs,
