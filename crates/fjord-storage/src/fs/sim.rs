@@ -5,14 +5,18 @@
 //!
 //! [`SimFs::crash`] models a power cut: directories fall back to their
 //! durable entries, and each file keeps its durable bytes plus, per 512-byte
-//! sector of unsynced data, either the new bytes, the old bytes or zeros
-//! (chosen by a seeded generator), with the length cut at a sector boundary.
-//! [`SimFs::fail_syncs`] makes `sync_data` fail, to test fsync-failure handling.
+//! sector of unsynced data, either the new bytes or the old ones (zeros
+//! where nothing was durable), chosen by a seeded generator, with the length
+//! cut at a sector boundary.
+//! [`SimFs::fail_syncs`] makes `sync_data` fail, to test fsync-failure
+//! handling; [`SimFs::cut_power_after_syncs`] makes every sync after the next
+//! `n` fail, which freezes the durable state at an arbitrary point inside an
+//! operation (a roll, a checkpoint, a retention delete) — a power cut there.
 
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{Fs, FsFile};
@@ -38,10 +42,20 @@ struct Tree {
 
 /// An in-memory file system with a durable/written split. Cheap to clone
 /// (shared state).
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct SimFs {
     tree: Arc<Mutex<Tree>>,
-    fail_syncs: Arc<AtomicBool>,
+    /// Syncs (file or directory) that may still succeed.
+    syncs_left: Arc<AtomicU64>,
+}
+
+impl Default for SimFs {
+    fn default() -> Self {
+        Self {
+            tree: Arc::default(),
+            syncs_left: Arc::new(AtomicU64::new(u64::MAX)),
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -87,11 +101,40 @@ impl SimFs {
         Self::default()
     }
 
-    /// Makes every later `sync_data` fail (or succeed again).
+    /// Makes every later sync fail (or succeed again).
     pub fn fail_syncs(&self, fail: bool) {
-        self.fail_syncs.store(fail, Ordering::SeqCst);
+        let left = if fail { 0 } else { u64::MAX };
+        self.syncs_left.store(left, Ordering::SeqCst);
     }
 
+    /// Lets the next `n` syncs succeed and fails every one after: the
+    /// durable state freezes there, as at a power cut.
+    pub fn cut_power_after_syncs(&self, n: u64) {
+        self.syncs_left.store(n, Ordering::SeqCst);
+    }
+
+    /// Whether a power cut set by [`SimFs::cut_power_after_syncs`] (or
+    /// [`SimFs::fail_syncs`]) has been reached.
+    pub fn power_is_cut(&self) -> bool {
+        self.syncs_left.load(Ordering::SeqCst) == 0
+    }
+}
+
+/// Takes one sync from the budget; `false` once it is exhausted.
+fn take_sync(left: &AtomicU64) -> bool {
+    left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| match n {
+        0 => None,
+        u64::MAX => Some(u64::MAX),
+        n => Some(n - 1),
+    })
+    .is_ok()
+}
+
+fn sync_failed() -> io::Error {
+    io::Error::other("simulated sync failure (power cut)")
+}
+
+impl SimFs {
     /// Simulates a power cut. Open handles must be dropped first (they keep
     /// pointing at the pre-crash contents).
     pub fn crash(&self, seed: u64) {
@@ -112,6 +155,8 @@ impl SimFs {
             c.durable = after;
         }
         tree.written = survivors;
+        // Power is back.
+        self.syncs_left.store(u64::MAX, Ordering::SeqCst);
     }
 
     /// Writes a whole file and makes it and its directory entry durable
@@ -162,11 +207,10 @@ fn tear(durable: &[u8], written: &[u8], rng: &mut Rng) -> Vec<u8> {
             out[start..start + old.len()].copy_from_slice(old);
             continue;
         }
-        let src = match rng.below(3) {
-            0 => new,
-            1 => old,
-            _ => &[][..],
-        };
+        // Sector writes are atomic (as TigerBeetle and redb assume): a
+        // sector holds its old or its new contents, and a sector that held
+        // nothing durable may come back as zeros (never written).
+        let src = if rng.below(2) == 0 { new } else { old };
         out[start..start + src.len()].copy_from_slice(src);
     }
     out
@@ -175,7 +219,7 @@ fn tear(durable: &[u8], written: &[u8], rng: &mut Rng) -> Vec<u8> {
 #[derive(Debug)]
 struct SimFile {
     node: Node,
-    fail_syncs: Arc<AtomicBool>,
+    syncs_left: Arc<AtomicU64>,
 }
 
 impl FsFile for SimFile {
@@ -207,8 +251,8 @@ impl FsFile for SimFile {
         Ok(())
     }
     fn sync_data(&self) -> io::Result<()> {
-        if self.fail_syncs.load(Ordering::SeqCst) {
-            return Err(io::Error::other("simulated fsync failure"));
+        if !take_sync(&self.syncs_left) {
+            return Err(sync_failed());
         }
         let mut c = lock(&self.node);
         c.durable = c.written.clone();
@@ -249,7 +293,7 @@ impl Fs for SimFs {
         };
         Ok(Arc::new(SimFile {
             node,
-            fail_syncs: self.fail_syncs.clone(),
+            syncs_left: self.syncs_left.clone(),
         }))
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
@@ -270,6 +314,9 @@ impl Fs for SimFs {
         Ok(())
     }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        if !take_sync(&self.syncs_left) {
+            return Err(sync_failed());
+        }
         let mut tree = lock(&self.tree);
         let Tree { written, durable } = &mut *tree;
         durable.retain(|p, _| p.parent() != Some(dir));
