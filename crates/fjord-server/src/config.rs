@@ -8,6 +8,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use fjord_storage::{Durability, LogConfig};
+
 use crate::meta::catalog::CatalogOptions;
 
 /// Default `fjord.server.frame-bytes-max`: largest request frame accepted.
@@ -195,6 +197,82 @@ pub fn parse_memory_size(text: &str) -> Option<usize> {
     n.checked_mul(mult).filter(|&b| b > 0)
 }
 
+/// Parses a Fluss duration (`500`, `500 ms`, `10s`, `5 min`, `2h`, `7d`) as
+/// milliseconds; a bare number is milliseconds.
+pub fn parse_duration_ms(text: &str) -> Option<i64> {
+    let t = text.trim().to_ascii_lowercase();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: i64 = num.parse().ok()?;
+    let mult: i64 = match unit.trim() {
+        "" | "ms" | "milli" | "millis" | "milliseconds" => 1,
+        "s" | "sec" | "secs" | "second" | "seconds" => 1_000,
+        "m" | "min" | "mins" | "minute" | "minutes" => 60_000,
+        "h" | "hour" | "hours" => 3_600_000,
+        "d" | "day" | "days" => 86_400_000,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
+impl Options {
+    fn duration_ms(&self, key: &str) -> Result<Option<i64>, ConfigError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(v) => parse_duration_ms(v)
+                .map(Some)
+                .ok_or_else(|| ConfigError::Value {
+                    key: key.to_owned(),
+                    value: v.to_owned(),
+                    reason: "expected a duration such as 500ms, 10s, 5min, 2h or 7d".to_owned(),
+                }),
+        }
+    }
+}
+
+/// The storage engine's settings from Fluss option names. Durability is
+/// fsync-before-acknowledge unless `log.flush.interval-messages` or
+/// `log.flush.interval-ms` asks for Fluss's interval flushing.
+fn log_config(o: &Options) -> Result<LogConfig, ConfigError> {
+    let d = LogConfig::default();
+    let messages = o
+        .get("log.flush.interval-messages")
+        .map(|v| parse_value::<u64>("log.flush.interval-messages", v))
+        .transpose()?;
+    let interval = o.duration_ms("log.flush.interval-ms")?;
+    let durability = match (messages, interval) {
+        (None, None) => Durability::Fsync,
+        (m, i) => Durability::Interval {
+            messages: m.unwrap_or(u64::MAX),
+            interval_ms: i.unwrap_or(i64::MAX),
+        },
+    };
+    let config = LogConfig {
+        segment_bytes_max: o.bytes("log.segment.file-size", d.segment_bytes_max as usize)? as u64,
+        index_interval_bytes: u32::try_from(
+            o.bytes("log.index.interval-size", d.index_interval_bytes as usize)?,
+        )
+        .unwrap_or(u32::MAX),
+        batch_bytes_max: o.bytes("log.batch.max-size", d.batch_bytes_max)?,
+        durability,
+        retention_ms: match o.duration_ms("table.log.ttl")? {
+            None => d.retention_ms,
+            Some(ms) if ms <= 0 => None,
+            Some(ms) => Some(ms),
+        },
+        writer_expiration_ms: o
+            .duration_ms("server.writer-id.expiration-time")?
+            .unwrap_or(d.writer_expiration_ms),
+        ..d
+    };
+    config.validate().map_err(|e| ConfigError::Value {
+        key: "log.*".to_owned(),
+        value: String::new(),
+        reason: e.to_string(),
+    })?;
+    Ok(config)
+}
+
 /// The parsed configuration of one server process.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -215,6 +293,8 @@ pub struct ServerConfig {
     pub fetch_bytes_max: usize,
     /// Table defaults and limits.
     pub catalog: CatalogOptions,
+    /// Log tablet settings (segment size, flush policy, retention).
+    pub log: LogConfig,
     /// All options as given, for the storage engine's own options.
     pub options: Options,
 }
@@ -243,6 +323,7 @@ impl ServerConfig {
                 bucket_count_max: options.positive("max.bucket.num", MAX_BUCKET_NUM_DEFAULT)?,
                 default_replication_factor: options.positive("default.replication.factor", 1)?,
             },
+            log: log_config(&options)?,
             options,
         })
     }

@@ -60,7 +60,7 @@ impl Server {
         })?;
         let store = Arc::new(FileMetaStore::open(&config.data_dir.join("meta"))?);
         let catalog = Catalog::open(store, config.catalog.clone())?;
-        let replicas = ReplicaManager::new(config.data_dir.join("log"));
+        let replicas = ReplicaManager::open(&config.data_dir, config.log.clone())?;
         for table in catalog.all_tables() {
             replicas.create_table(&table)?;
         }

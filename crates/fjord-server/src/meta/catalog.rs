@@ -75,6 +75,8 @@ pub struct TableInfo {
     pub table_json: Vec<u8>,
     /// The schema JSON (the `schema` member of `table_json`).
     pub schema_json: Vec<u8>,
+    /// The schema, parsed once (projection plans, validation).
+    pub schema: Arc<fjord_format::Schema>,
     /// Creation time, ms since the epoch.
     pub created_ms: i64,
     /// Last modification time, ms since the epoch.
@@ -546,6 +548,9 @@ impl Catalog {
         obj.entry("custom_properties")
             .or_insert_with(|| Value::Object(Map::new()));
         obj.entry("version").or_insert_with(|| json!(1));
+        // Full validation of types and keys, exactly as Fluss parses them.
+        fjord_format::json::table_from_json(&desc)
+            .map_err(|e| invalid(format!("the table descriptor is not valid: {e}")))?;
         Ok((desc, bucket_count))
     }
 
@@ -711,7 +716,9 @@ fn table_info_from_record(path: TablePath, rec: &Value, node: &str) -> Result<Ta
     let schema = table
         .get("schema")
         .ok_or_else(|| corrupt(node, "no schema"))?;
+    let parsed = fjord_format::json::schema_from_json(schema).map_err(|e| corrupt(node, e))?;
     Ok(TableInfo {
+        schema: Arc::new(parsed),
         table_id: int("table_id")?,
         path,
         schema_id: int("schema_id")? as i32,

@@ -171,3 +171,66 @@ pub async fn create_db_and_table(
 pub fn api_key(key: ApiKey) -> i16 {
     key.id()
 }
+
+/// Log batches for the `LOG_TABLE_JSON` schema, built with fjord-format's
+/// ARROW log encoder as a client would.
+pub mod batches {
+    use std::sync::Arc;
+
+    use arrow_array::{Int32Array, RecordBatch, StringArray};
+    use fjord_format::arrow_log::{ArrowCompression, ArrowLogEncoder};
+    use fjord_format::arrow_schema::to_arrow_schema;
+    use fjord_format::log_batch::BatchHeader;
+
+    pub fn table_schema() -> fjord_format::Schema {
+        let v: serde_json::Value = serde_json::from_str(super::LOG_TABLE_JSON).unwrap();
+        fjord_format::json::schema_from_json(&v["schema"]).unwrap()
+    }
+
+    pub fn rows(ids: std::ops::Range<i32>) -> RecordBatch {
+        let schema = to_arrow_schema(&table_schema());
+        let names: Vec<String> = ids.clone().map(|i| format!("name-{i}")).collect();
+        RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int32Array::from_iter_values(ids)),
+                Arc::new(StringArray::from(names)),
+            ],
+        )
+        .unwrap()
+    }
+
+    /// One log batch of `rows(ids)`, with an optional idempotent writer.
+    pub fn batch(ids: std::ops::Range<i32>, schema_id: i16, writer: Option<(i64, i32)>) -> Vec<u8> {
+        let records = rows(ids);
+        let mut enc = ArrowLogEncoder::new(records.schema(), ArrowCompression::None).unwrap();
+        let mut header = BatchHeader::append_only(schema_id, records.num_rows() as i32);
+        if let Some((writer_id, seq)) = writer {
+            header.writer_id = writer_id;
+            header.batch_sequence = seq;
+        }
+        let mut out = Vec::new();
+        enc.encode(&records, &header, None, &mut out).unwrap();
+        out
+    }
+
+    /// Decodes every batch of `records` with the given (possibly projected)
+    /// Arrow schema.
+    pub fn decode_all(records: &[u8], schema: arrow_schema::SchemaRef) -> Vec<RecordBatch> {
+        let mut out = Vec::new();
+        let mut pos = 0;
+        while pos < records.len() {
+            let (size, _) = fjord_format::log_batch::peek_size_and_magic(&records[pos..])
+                .unwrap()
+                .unwrap();
+            let decoded = fjord_format::arrow_log::decode_log_batch_from_slice(
+                &records[pos..pos + size],
+                schema.clone(),
+            )
+            .unwrap();
+            out.push(decoded.records);
+            pos += size;
+        }
+        out
+    }
+}
