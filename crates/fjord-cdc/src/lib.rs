@@ -11,6 +11,8 @@
 //! - [`source`]: the [`source::Source`] trait, the MySQL/MariaDB source
 //!   (`source::mysql`) and the Debezium JSON source (`source::debezium`).
 //! - [`sink`]: the [`sink::Sink`] trait and the built-in sinks.
+//! - [`offsets`]: the durable source position; [`runtime`]: the threads that
+//!   drive a source into a sink and commit positions.
 //!
 //! Architecture invariants: sources and sinks exchange whole batches, never
 //! single records, between threads; nothing is derived per row that can be
@@ -20,9 +22,11 @@
 pub mod config;
 pub mod event;
 pub mod filter;
+pub mod offsets;
 pub mod position;
 pub mod route;
 pub mod row;
+pub mod runtime;
 pub mod schema;
 pub mod sink;
 pub mod source;

@@ -1,0 +1,269 @@
+//! The offset store: the source position a pipeline resumes from, kept
+//! durably in `pipeline.state-dir`.
+//!
+//! File `position` in the state directory:
+//!
+//! ```text
+//! fjord-cdc-position 1          magic and format version (other versions are refused)
+//! source=<source type>          the source kind that wrote it (a mismatch is refused)
+//! <SourcePosition text form>    key=value lines, see crate::position
+//! crc32c=<8 hex digits>         CRC-32C of every byte before this line
+//! ```
+//!
+//! Commit protocol: write `position.tmp`, fsync it, rename it over
+//! `position`, fsync the directory. A crash at any point leaves either the
+//! previous complete file or the new one; a stray `position.tmp` is ignored
+//! (and overwritten by the next commit). A file that fails its checksum or
+//! does not parse is an error, never silently treated as "no position", since
+//! starting over would re-deliver or skip data.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use crate::position::{PositionError, SourcePosition};
+
+/// First line of a position file.
+const MAGIC: &str = "fjord-cdc-position";
+/// Format version written and the only one read.
+const FORMAT_VERSION: u32 = 1;
+/// Largest position file read back: a position is a few lines; anything
+/// bigger is not ours and must not be read into memory whole.
+pub const POSITION_FILE_BYTES_MAX: u64 = 64 * 1024;
+
+const FILE_NAME: &str = "position";
+const TMP_NAME: &str = "position.tmp";
+
+/// Why the offset store failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OffsetError {
+    /// File system error.
+    #[error("offset store {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+    /// The stored file is damaged or foreign.
+    #[error("offset store {path}: {message}; move the state directory away to start over")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// The stored position belongs to another source type.
+    #[error("offset store {path} holds a position of a `{stored}` source, but the pipeline's source is `{expected}`; use another state-dir")]
+    WrongSource {
+        /// The file.
+        path: PathBuf,
+        /// Source type in the file.
+        stored: String,
+        /// Source type of the pipeline.
+        expected: String,
+    },
+    /// A position could not be encoded.
+    #[error(transparent)]
+    Position(#[from] PositionError),
+}
+
+/// Durable storage of one pipeline's source position.
+#[derive(Debug)]
+pub struct OffsetStore {
+    dir: PathBuf,
+    source_type: String,
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> OffsetError + '_ {
+    move |source| OffsetError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+impl OffsetStore {
+    /// Opens (creating if needed) the state directory for a pipeline whose
+    /// source is of `source_type`.
+    pub fn open(dir: &Path, source_type: &str) -> Result<OffsetStore, OffsetError> {
+        fs::create_dir_all(dir).map_err(io_err(dir))?;
+        Ok(OffsetStore {
+            dir: dir.to_path_buf(),
+            source_type: source_type.to_string(),
+        })
+    }
+
+    /// The committed position file's path.
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(FILE_NAME)
+    }
+
+    /// The last committed position, or `None` if nothing was ever committed.
+    pub fn load(&self) -> Result<Option<SourcePosition>, OffsetError> {
+        let path = self.path();
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err(&path)(e)),
+        };
+        let len = file.metadata().map_err(io_err(&path))?.len();
+        let corrupt = |message: String| OffsetError::Corrupt {
+            path: path.clone(),
+            message,
+        };
+        if len > POSITION_FILE_BYTES_MAX {
+            return Err(corrupt(format!(
+                "file is {len} bytes, more than {POSITION_FILE_BYTES_MAX}"
+            )));
+        }
+        let bytes = fs::read(&path).map_err(io_err(&path))?;
+        let text =
+            std::str::from_utf8(&bytes).map_err(|_| corrupt("file is not UTF-8".to_string()))?;
+        let body_end = text
+            .trim_end_matches('\n')
+            .rfind('\n')
+            .map(|i| i + 1)
+            .ok_or_else(|| corrupt("file is truncated".to_string()))?;
+        let (body, crc_line) = text.split_at(body_end);
+        let stored_crc = crc_line
+            .trim_end()
+            .strip_prefix("crc32c=")
+            .and_then(|h| u32::from_str_radix(h, 16).ok())
+            .ok_or_else(|| corrupt("last line is not crc32c=<hex>".to_string()))?;
+        let actual_crc = crc32c::crc32c(body.as_bytes());
+        if stored_crc != actual_crc {
+            return Err(corrupt(format!(
+                "checksum mismatch (stored {stored_crc:08x}, computed {actual_crc:08x})"
+            )));
+        }
+        let mut lines = body.lines();
+        let header = lines.next().unwrap_or("");
+        match header.split_once(' ') {
+            Some((MAGIC, version)) if version == FORMAT_VERSION.to_string() => {}
+            Some((MAGIC, version)) => {
+                return Err(corrupt(format!(
+                    "format version {version} is not supported (this build reads {FORMAT_VERSION})"
+                )))
+            }
+            _ => return Err(corrupt("not a Fjord position file".to_string())),
+        }
+        let source_line = lines.next().unwrap_or("");
+        let stored = source_line
+            .strip_prefix("source=")
+            .ok_or_else(|| corrupt("missing source= line".to_string()))?;
+        if stored != self.source_type {
+            return Err(OffsetError::WrongSource {
+                path,
+                stored: stored.to_string(),
+                expected: self.source_type.clone(),
+            });
+        }
+        let rest: String = lines.flat_map(|l| [l, "\n"]).collect();
+        let position = SourcePosition::decode(&rest).map_err(|e| corrupt(e.to_string()))?;
+        Ok(Some(position))
+    }
+
+    /// Durably replaces the stored position (temp file, fsync, rename, directory fsync).
+    pub fn commit(&self, position: &SourcePosition) -> Result<(), OffsetError> {
+        let mut body = format!("{MAGIC} {FORMAT_VERSION}\nsource={}\n", self.source_type);
+        body.push_str(&position.encode()?);
+        let crc = crc32c::crc32c(body.as_bytes());
+        body.push_str(&format!("crc32c={crc:08x}\n"));
+
+        let tmp = self.dir.join(TMP_NAME);
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .map_err(io_err(&tmp))?;
+        file.write_all(body.as_bytes()).map_err(io_err(&tmp))?;
+        file.sync_all().map_err(io_err(&tmp))?;
+        drop(file);
+        let path = self.path();
+        fs::rename(&tmp, &path).map_err(io_err(&path))?;
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io_err(&self.dir))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::position::BinlogPosition;
+
+    fn binlog(pos: u64) -> SourcePosition {
+        SourcePosition::Binlog(BinlogPosition {
+            file: "mysql-bin.000001".into(),
+            pos,
+            gtids: None,
+            skip_events: 0,
+            skip_rows: 3,
+        })
+    }
+
+    #[test]
+    fn empty_state_dir_has_no_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = OffsetStore::open(&dir.path().join("state"), "mysql").unwrap();
+        assert_eq!(store.load().unwrap(), None);
+    }
+
+    #[test]
+    fn committed_position_survives_reopen_and_last_commit_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = OffsetStore::open(dir.path(), "mysql").unwrap();
+        store.commit(&binlog(100)).unwrap();
+        store.commit(&binlog(200)).unwrap();
+        let reopened = OffsetStore::open(dir.path(), "mysql").unwrap();
+        assert_eq!(reopened.load().unwrap(), Some(binlog(200)));
+    }
+
+    #[test]
+    fn crash_before_rename_keeps_the_previous_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = OffsetStore::open(dir.path(), "mysql").unwrap();
+        store.commit(&binlog(100)).unwrap();
+        // A crash mid-commit leaves a partial temp file behind.
+        fs::write(
+            dir.path().join(TMP_NAME),
+            "fjord-cdc-position 1\nsource=mysql\nkind=bin",
+        )
+        .unwrap();
+        assert_eq!(store.load().unwrap(), Some(binlog(100)));
+        // The next commit overwrites the leftover.
+        store.commit(&binlog(300)).unwrap();
+        assert_eq!(store.load().unwrap(), Some(binlog(300)));
+    }
+
+    #[test]
+    fn damaged_file_is_an_error_not_a_fresh_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = OffsetStore::open(dir.path(), "mysql").unwrap();
+        store.commit(&binlog(100)).unwrap();
+        let text = fs::read_to_string(store.path()).unwrap();
+        fs::write(store.path(), text.replace("pos=100", "pos=900")).unwrap();
+        assert!(matches!(store.load(), Err(OffsetError::Corrupt { .. })));
+        fs::write(store.path(), &text[..text.len() / 2]).unwrap();
+        assert!(matches!(store.load(), Err(OffsetError::Corrupt { .. })));
+        fs::write(store.path(), "").unwrap();
+        assert!(matches!(store.load(), Err(OffsetError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn unknown_version_and_other_source_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = OffsetStore::open(dir.path(), "mysql").unwrap();
+        store.commit(&binlog(100)).unwrap();
+        let other = OffsetStore::open(dir.path(), "debezium-json").unwrap();
+        assert!(matches!(other.load(), Err(OffsetError::WrongSource { .. })));
+
+        let body = "fjord-cdc-position 2\nsource=mysql\nkind=input-offset\nbytes=1\n";
+        let crc = crc32c::crc32c(body.as_bytes());
+        fs::write(store.path(), format!("{body}crc32c={crc:08x}\n")).unwrap();
+        let err = store.load().unwrap_err();
+        assert!(err.to_string().contains("version 2"), "{err}");
+    }
+}

@@ -1,0 +1,299 @@
+//! The pipeline runtime: one source thread and one sink thread exchanging
+//! whole batches over bounded channels, routes applied per batch, and the
+//! source position committed to the offset store after the sink confirms.
+//!
+//! ```text
+//! source thread:  free batch ─► Source::next_batch ─► full channel ─┐
+//!      ▲                                                             │
+//!      └──────────── free channel ◄── Sink::write_batch ◄── routes ◄┘   (caller's thread)
+//! ```
+//!
+//! [`PIPELINE_BATCHES_IN_FLIGHT`] batches exist for the whole run, so after
+//! warm-up nothing is allocated per batch, and a slow sink back-pressures the
+//! source through the free channel.
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::config::{PipelineDef, SinkDef, SourceDef};
+use crate::event::{EventBatch, BATCH_BYTES_SOFT_MAX, BATCH_EVENTS_MAX};
+use crate::offsets::{OffsetError, OffsetStore};
+use crate::position::SourcePosition;
+use crate::route::Router;
+use crate::sink::print::PrintSink;
+use crate::sink::values::ValuesSink;
+use crate::sink::{Sink, SinkError};
+use crate::source::{self, Poll, Source, SourceError, StartOptions, StopFlag};
+
+/// Batches in circulation between the source and the sink: one being filled,
+/// one being written, two queued to absorb jitter. Bounds the pipeline's
+/// memory to this many batch arenas.
+pub const PIPELINE_BATCHES_IN_FLIGHT: usize = 4;
+
+/// Why a pipeline run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    /// The source failed.
+    #[error("source: {0}")]
+    Source(#[from] SourceError),
+    /// The sink failed.
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    /// The offset store failed.
+    #[error(transparent)]
+    Offsets(#[from] OffsetError),
+    /// The source thread died without reporting an error.
+    #[error("the source thread stopped unexpectedly (panicked)")]
+    SourceThread,
+}
+
+/// How to run a pipeline.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Stop once the source reaches the position that was current at start.
+    pub until_current: bool,
+    /// Raise to stop the pipeline cleanly (the final position is committed).
+    pub stop: StopFlag,
+}
+
+/// What a finished run did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunSummary {
+    /// Events delivered to the sink.
+    pub events: u64,
+    /// Batches delivered.
+    pub batches: u64,
+    /// Wall time from start of reading to the final commit.
+    pub elapsed: Duration,
+    /// The position after the last delivered event (committed if a state dir is set).
+    pub position: Option<SourcePosition>,
+    /// Position the run resumed from, if any.
+    pub resumed_from: Option<SourcePosition>,
+}
+
+/// Tuning of [`drive`].
+#[derive(Clone, Copy, Debug)]
+pub struct DriveConfig {
+    /// Least time between two durable offset commits (0: after every batch).
+    pub commit_interval: Duration,
+    /// Most events per batch.
+    pub batch_events_max: usize,
+}
+
+impl Default for DriveConfig {
+    fn default() -> Self {
+        DriveConfig {
+            commit_interval: crate::config::STATE_COMMIT_INTERVAL_DEFAULT,
+            batch_events_max: BATCH_EVENTS_MAX,
+        }
+    }
+}
+
+/// Name of a source type as stored with its offsets.
+fn source_type(def: &SourceDef) -> &str {
+    match def {
+        SourceDef::MySql(c) => &c.source_type,
+        SourceDef::DebeziumJson(_) => "debezium-json",
+    }
+}
+
+/// Opens the source a definition names.
+pub fn open_source(def: SourceDef, start: StartOptions) -> Result<Box<dyn Source>, SourceError> {
+    match def {
+        SourceDef::MySql(config) => source::mysql::open(config, start),
+        SourceDef::DebeziumJson(config) => source::debezium::open(config, start),
+    }
+}
+
+/// Builds the sink a definition names, writing printed output to stdout.
+pub fn open_sink(def: &SinkDef) -> Box<dyn Sink> {
+    match def {
+        SinkDef::Print => Box::new(PrintSink::new(std::io::stdout())),
+        SinkDef::Values { print } => Box::new(ValuesSink::new(print.then(std::io::stdout))),
+    }
+}
+
+/// Runs a pipeline definition to its end (source end, `until_current`, or stop).
+pub fn run(def: PipelineDef, options: RunOptions) -> Result<RunSummary, PipelineError> {
+    let store = match &def.pipeline.state_dir {
+        Some(dir) => Some(OffsetStore::open(dir, source_type(&def.source))?),
+        None => None,
+    };
+    let resume = match &store {
+        Some(store) => store.load()?,
+        None => None,
+    };
+    if let Some(position) = &resume {
+        tracing::info!(?position, "resuming after the last committed position");
+    }
+    let start = StartOptions {
+        resume: resume.clone(),
+        until_current: options.until_current,
+        stop: options.stop.clone(),
+    };
+    let source = open_source(def.source, start)?;
+    let sink = open_sink(&def.sink);
+    let mut summary = drive(
+        source,
+        sink,
+        Router::new(def.routes),
+        store.as_ref(),
+        DriveConfig {
+            commit_interval: def.pipeline.state_commit_interval,
+            batch_events_max: BATCH_EVENTS_MAX,
+        },
+        &options.stop,
+    )?;
+    summary.resumed_from = resume;
+    Ok(summary)
+}
+
+enum Message {
+    Batch(EventBatch),
+    End,
+    Failed(SourceError),
+}
+
+fn source_loop(
+    mut source: Box<dyn Source>,
+    full: mpsc::SyncSender<Message>,
+    free: mpsc::Receiver<EventBatch>,
+    stop: StopFlag,
+) {
+    loop {
+        if stop.is_raised() {
+            let _ = full.send(Message::End);
+            return;
+        }
+        // The sink side hands every batch back; a closed channel means it quit.
+        let Ok(mut batch) = free.recv() else { return };
+        batch.clear();
+        match source.next_batch(&mut batch) {
+            Ok(poll) => {
+                let forward = !batch.is_empty() || batch.position().is_some();
+                if forward && full.send(Message::Batch(batch)).is_err() {
+                    return;
+                }
+                if poll == Poll::End {
+                    let _ = full.send(Message::End);
+                    return;
+                }
+            }
+            Err(e) => {
+                let _ = full.send(Message::Failed(e));
+                return;
+            }
+        }
+    }
+}
+
+/// Runs `source` into `sink` on two threads until the source ends or `stop` is
+/// raised; commits positions to `store` at most every `config.commit_interval`
+/// and once at the end (also after a failure: what the sink confirmed stays
+/// confirmed).
+pub fn drive(
+    source: Box<dyn Source>,
+    mut sink: Box<dyn Sink>,
+    mut router: Router,
+    store: Option<&OffsetStore>,
+    config: DriveConfig,
+    stop: &StopFlag,
+) -> Result<RunSummary, PipelineError> {
+    let commit_interval = config.commit_interval;
+    let (full_tx, full_rx) = mpsc::sync_channel::<Message>(PIPELINE_BATCHES_IN_FLIGHT);
+    let (free_tx, free_rx) = mpsc::sync_channel::<EventBatch>(PIPELINE_BATCHES_IN_FLIGHT);
+    for _ in 0..PIPELINE_BATCHES_IN_FLIGHT {
+        free_tx
+            .send(EventBatch::new(
+                config.batch_events_max,
+                BATCH_BYTES_SOFT_MAX,
+            ))
+            .expect("free channel has room for every batch");
+    }
+    let started = Instant::now();
+    let stop_source = stop.clone();
+    let source_thread = thread::Builder::new()
+        .name("cdc-source".to_string())
+        .spawn(move || source_loop(source, full_tx, free_rx, stop_source))
+        .map_err(|e| {
+            PipelineError::Source(SourceError::Io {
+                context: "starting the source thread".to_string(),
+                source: e,
+            })
+        })?;
+
+    let mut events = 0u64;
+    let mut batches = 0u64;
+    let mut confirmed: Option<SourcePosition> = None;
+    let mut uncommitted = false;
+    let mut last_commit = Instant::now();
+    let result: Result<(), PipelineError> = loop {
+        let message = match full_rx.recv() {
+            Ok(m) => m,
+            Err(_) => break Err(PipelineError::SourceThread),
+        };
+        match message {
+            Message::Batch(mut batch) => {
+                router.apply(&mut batch);
+                if let Err(e) = sink.write_batch(&batch) {
+                    break Err(e.into());
+                }
+                events += batch.len() as u64;
+                batches += 1;
+                if let Some(position) = batch.take_position() {
+                    confirmed = Some(position);
+                    uncommitted = true;
+                }
+                // The source may have quit already (error or end); then the
+                // batch is simply dropped.
+                let _ = free_tx.send(batch);
+                if uncommitted && last_commit.elapsed() >= commit_interval {
+                    if let Err(e) = commit(&mut *sink, store, confirmed.as_ref()) {
+                        break Err(e);
+                    }
+                    uncommitted = false;
+                    last_commit = Instant::now();
+                }
+            }
+            Message::End => break Ok(()),
+            Message::Failed(e) => break Err(e.into()),
+        }
+    };
+    // Let a blocked source thread finish: it notices the closed channels.
+    stop.raise();
+    drop(free_tx);
+    drop(full_rx);
+    // Whatever happened, deliver and commit what the sink has confirmed so far:
+    // a restart then resumes right after it.
+    let final_commit = if uncommitted {
+        commit(&mut *sink, store, confirmed.as_ref())
+    } else {
+        sink.flush().map_err(PipelineError::from)
+    };
+    let joined = source_thread.join();
+    result?;
+    final_commit?;
+    if joined.is_err() {
+        return Err(PipelineError::SourceThread);
+    }
+    Ok(RunSummary {
+        events,
+        batches,
+        elapsed: started.elapsed(),
+        position: confirmed,
+        resumed_from: None,
+    })
+}
+
+fn commit(
+    sink: &mut dyn Sink,
+    store: Option<&OffsetStore>,
+    position: Option<&SourcePosition>,
+) -> Result<(), PipelineError> {
+    sink.flush()?;
+    if let (Some(store), Some(position)) = (store, position) {
+        store.commit(position)?;
+    }
+    Ok(())
+}

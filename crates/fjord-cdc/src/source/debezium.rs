@@ -1,2 +1,0 @@
-//! The `debezium-json` source: Debezium change-event envelopes read from a file
-//! or stdin (being built).
