@@ -324,6 +324,34 @@ pub fn encode_success_response(
     Ok(())
 }
 
+/// Client side: appends a request frame whose body is already encoded.
+pub fn encode_raw_request(
+    buf: &mut BytesMut,
+    header: RequestHeader,
+    body: &[u8],
+) -> Result<(), FrameError> {
+    put_length(buf, REQUEST_HEADER_BYTES, body.len())?;
+    buf.put_i16(header.api_key);
+    buf.put_i16(header.api_version);
+    buf.put_i32(header.request_id);
+    buf.put_slice(body);
+    Ok(())
+}
+
+/// Server side: appends a success response frame whose body is already
+/// encoded (for example a response cached per table).
+pub fn encode_raw_success_response(
+    buf: &mut BytesMut,
+    request_id: i32,
+    body: &[u8],
+) -> Result<(), FrameError> {
+    put_length(buf, RESPONSE_HEADER_BYTES, body.len())?;
+    buf.put_i8(RESPONSE_TYPE_SUCCESS);
+    buf.put_i32(request_id);
+    buf.put_slice(body);
+    Ok(())
+}
+
 /// Server side: appends an error response frame answering `request_id`
 /// with `error`'s code and message.
 pub fn encode_error_response(

@@ -42,7 +42,8 @@ pub use api_key::{ApiKey, VersionRange};
 pub use error::{ApiError, ErrorCode};
 pub use fetch_response::{encode_fetch_log_response_chunks, INLINE_RECORDS_MAX_BYTES};
 pub use frame::{
-    encode_error_response, encode_request, encode_server_failure, encode_success_response,
-    FrameDecoder, FrameError, RequestFrame, RequestHeader, ResponseFrame, DEFAULT_MAX_FRAME_BYTES,
+    encode_error_response, encode_raw_request, encode_raw_success_response, encode_request,
+    encode_server_failure, encode_success_response, FrameDecoder, FrameError, RequestFrame,
+    RequestHeader, ResponseFrame, DEFAULT_MAX_FRAME_BYTES,
 };
 pub use request::{decode_request, decode_response, Request, RequestError, Response};

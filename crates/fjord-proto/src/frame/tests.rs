@@ -234,38 +234,6 @@ fn arb_request() -> impl Strategy<Value = (RequestHeader, Vec<u8>)> {
         })
 }
 
-/// Raw-bytes message so that framing is tested over arbitrary bodies, not
-/// only over valid protobuf.
-#[derive(Clone, PartialEq, Default)]
-struct RawBody(Vec<u8>);
-
-impl std::fmt::Debug for RawBody {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "RawBody({} bytes)", self.0.len())
-    }
-}
-
-impl prost::Message for RawBody {
-    fn encode_raw(&self, buf: &mut impl bytes::BufMut) {
-        buf.put_slice(&self.0);
-    }
-    fn merge_field(
-        &mut self,
-        _tag: u32,
-        _wire_type: prost::encoding::WireType,
-        _buf: &mut impl bytes::Buf,
-        _ctx: prost::encoding::DecodeContext,
-    ) -> Result<(), prost::DecodeError> {
-        unreachable!("RawBody is only encoded")
-    }
-    fn encoded_len(&self) -> usize {
-        self.0.len()
-    }
-    fn clear(&mut self) {
-        self.0.clear();
-    }
-}
-
 proptest! {
     /// Concatenated request frames fed in arbitrary pieces come out whole,
     /// in order, with nothing left over.
@@ -276,7 +244,7 @@ proptest! {
     ) {
         let mut wire = BytesMut::new();
         for (header, body) in &requests {
-            encode_request(&mut wire, *header, &RawBody(body.clone())).unwrap();
+            encode_raw_request(&mut wire, *header, body).unwrap();
         }
         let wire = wire.freeze();
         let mut cut_points: Vec<usize> = cuts.iter().map(|i| i.index(wire.len() + 1)).collect();
@@ -311,7 +279,7 @@ proptest! {
             let error = ErrorCode::from_code(code).unwrap().with_message(message);
             let frame = match kind {
                 0 => {
-                    encode_success_response(&mut wire, request_id, &RawBody(body.clone())).unwrap();
+                    encode_raw_success_response(&mut wire, request_id, &body).unwrap();
                     ResponseFrame::Success { request_id, body: Bytes::from(body) }
                 }
                 1 => {

@@ -355,6 +355,13 @@ fn through_the_wire(request: &Request, request_id: i32) -> Request {
     decode_request(frame.header.api_key, frame.header.api_version, frame.body).unwrap()
 }
 
+/// The frame bytes of `request`.
+fn encoded(request: &Request) -> BytesMut {
+    let mut wire = BytesMut::new();
+    request.encode_frame(&mut wire, 0, 1).unwrap();
+    wire
+}
+
 proptest! {
     /// decode → encode → decode is the identity on typical requests.
     #[test]
@@ -372,7 +379,8 @@ proptest! {
         let key = SERVED_BY_ENUM[key_index];
         if let Ok(request) = decode_request(key.id(), 0, Bytes::from(body)) {
             prop_assert_eq!(request.api_key(), key);
-            prop_assert_eq!(&through_the_wire(&request, 1), &request);
+            // Compared as bytes: a float literal in a filter may be NaN.
+            prop_assert_eq!(encoded(&through_the_wire(&request, 1)), encoded(&request));
         }
     }
 }
