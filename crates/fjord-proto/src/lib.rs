@@ -5,6 +5,7 @@
 //!   incremental decoding over a caller-owned buffer, and encoders that
 //!   write straight into one.
 //! - [`api_key`]: every Fluss API key and the versions Fjord serves.
+//! - [`constants`]: sentinels and enumerations carried as plain integers.
 //! - [`request`]: a closed enum of the requests Fjord serves, decoded from a
 //!   frame body after the key and version were checked; and their responses.
 //! - [`error`]: every Fluss error code and the error a request is answered with.
@@ -20,6 +21,7 @@
 //! from the frame, never copied.
 
 pub mod api_key;
+pub mod constants;
 pub mod error;
 pub mod fetch_response;
 pub mod frame;
