@@ -290,3 +290,66 @@ fn schema_json_alone_round_trips() {
     assert_eq!(&Schema::from_json_bytes(&bytes).unwrap(), table.schema());
     let _ = table_from_json(&serde_json::from_str::<Value>(JAVA_LOG_TABLE).unwrap()).unwrap();
 }
+
+mod random_types {
+    use super::*;
+    use fjord_format::DataField;
+    use proptest::prelude::*;
+
+    fn leaf() -> impl Strategy<Value = DataType> {
+        prop_oneof![
+            Just(DataType::boolean()),
+            Just(DataType::tinyint()),
+            Just(DataType::smallint()),
+            Just(DataType::int()),
+            Just(DataType::bigint()),
+            Just(DataType::float()),
+            Just(DataType::double()),
+            Just(DataType::string()),
+            Just(DataType::date()),
+            Just(DataType::bytes()),
+            (1u32..1000).prop_map(|n| DataType::char(n).unwrap()),
+            (1u32..1000).prop_map(|n| DataType::binary(n).unwrap()),
+            (1u32..=38)
+                .prop_flat_map(|p| (Just(p), 0..=p))
+                .prop_map(|(p, s)| DataType::decimal(p, s).unwrap()),
+            (0u32..=9).prop_map(|p| DataType::time(p).unwrap()),
+            (0u32..=9).prop_map(|p| DataType::timestamp(p).unwrap()),
+            (0u32..=9).prop_map(|p| DataType::timestamp_ltz(p).unwrap()),
+        ]
+    }
+
+    fn any_type() -> impl Strategy<Value = DataType> {
+        let nested = leaf().prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                inner.clone().prop_map(DataType::array),
+                (inner.clone(), inner.clone()).prop_map(|(k, v)| DataType::map(k, v)),
+                prop::collection::vec(("[a-z]{1,6}", inner, any::<Option<String>>()), 1..4)
+                    .prop_map(|fields| {
+                        DataType::row(
+                            fields
+                                .into_iter()
+                                .enumerate()
+                                .map(|(i, (name, t, description))| DataField {
+                                    description,
+                                    ..DataField::new(name, t).with_id(i as i32)
+                                })
+                                .collect(),
+                        )
+                    }),
+            ]
+        });
+        (nested, any::<bool>()).prop_map(|(t, nullable)| t.with_nullable(nullable))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn any_type_round_trips_through_json_text(t in any_type()) {
+            let text = data_type_to_json(&t).to_string();
+            let value: Value = serde_json::from_str(&text).unwrap();
+            prop_assert_eq!(data_type_from_json(&value).unwrap(), t);
+        }
+    }
+}
