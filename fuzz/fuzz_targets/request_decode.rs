@@ -56,7 +56,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     }
 
     if let Some(key) = ApiKey::from_id(api_key) {
-        if let Ok(response) = decode_response(key, body) {
+        if let Ok(response) = decode_response(key, api_version, body) {
             let mut wire = BytesMut::new();
             response
                 .encode_frame(&mut wire, 7)
@@ -69,7 +69,8 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
             else {
                 panic!("an encoded response is a success frame for request 7");
             };
-            let again = decode_response(key, body).expect("an encoded response decodes");
+            let again =
+                decode_response(key, api_version, body).expect("an encoded response decodes");
             let mut second = BytesMut::new();
             again.encode_frame(&mut second, 7).unwrap();
             assert_eq!(second, first);

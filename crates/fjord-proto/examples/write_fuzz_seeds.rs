@@ -141,13 +141,7 @@ fn responses() -> Vec<(&'static str, Response)> {
         (
             "api_versions",
             Response::ApiVersions(ApiVersionsResponse {
-                api_versions: ApiKey::served()
-                    .map(|(key, range)| PbApiVersion {
-                        api_key: key.id().into(),
-                        min_version: range.min.into(),
-                        max_version: range.max.into(),
-                    })
-                    .collect(),
+                api_versions: ApiKey::served_api_versions(),
                 server_type: None,
             }),
         ),

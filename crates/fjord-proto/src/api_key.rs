@@ -7,6 +7,8 @@
 
 use std::fmt;
 
+use crate::messages::PbApiVersion;
+
 /// An inclusive range of API versions, `min..=max`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct VersionRange {
@@ -430,6 +432,18 @@ impl ApiKey {
             .into_iter()
             .filter_map(|key| key.served_versions().map(|range| (key, range)))
     }
+
+    /// The `api_versions` list of an ApiVersions response: exactly the keys
+    /// and versions Fjord serves. Build it once per server, not per request.
+    pub fn served_api_versions() -> Vec<PbApiVersion> {
+        Self::served()
+            .map(|(key, range)| PbApiVersion {
+                api_key: key.id().into(),
+                min_version: range.min.into(),
+                max_version: range.max.into(),
+            })
+            .collect()
+    }
 }
 
 impl fmt::Display for ApiKey {
@@ -495,5 +509,15 @@ mod tests {
             ]
         );
         assert_eq!(ApiKey::PutKv.served_versions(), None);
+    }
+
+    #[test]
+    fn advertisement_lists_every_served_key_at_version_zero() {
+        let advertised = ApiKey::served_api_versions();
+        assert_eq!(advertised.len(), ApiKey::served().count());
+        assert!(advertised
+            .iter()
+            .all(|v| v.min_version == 0 && v.max_version == 0));
+        assert!(advertised.iter().any(|v| v.api_key == 1025));
     }
 }

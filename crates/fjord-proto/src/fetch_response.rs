@@ -131,7 +131,10 @@ mod tests {
         let ResponseFrame::Success { request_id, body } = frame else {
             panic!("expected a success frame, got {frame:?}");
         };
-        (request_id, decode_response(ApiKey::FetchLog, body).unwrap())
+        (
+            request_id,
+            decode_response(ApiKey::FetchLog, 0, body).unwrap(),
+        )
     }
 
     #[test]

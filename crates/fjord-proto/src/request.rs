@@ -144,21 +144,15 @@ macro_rules! served_apis {
                     $(Response::$variant(message) => encode_success_response(buf, request_id, message),)*
                 }
             }
-        }
 
-        /// Client side: decodes a success response body of `api_key`.
-        pub fn decode_response(api_key: ApiKey, body: Bytes) -> Result<Response, RequestError> {
-            let decoded = match api_key {
-                $(ApiKey::$key => pb::$response::decode(body).map(Response::$variant),)*
-                _ => {
-                    return Err(RequestError::UnsupportedVersion {
-                        api_key,
-                        api_version: 0,
-                        supported: None,
-                    })
-                }
-            };
-            decoded.map_err(|source| RequestError::Malformed { api_key, source })
+            /// Decodes `body` as the response type of `api_key`; `None` if the
+            /// key is not one Fjord serves.
+            fn decode_body(api_key: ApiKey, body: Bytes) -> Option<Result<Response, prost::DecodeError>> {
+                Some(match api_key {
+                    $(ApiKey::$key => pb::$response::decode(body).map(Response::$variant),)*
+                    _ => return None,
+                })
+            }
         }
 
         #[cfg(test)]
@@ -190,6 +184,31 @@ served_apis! {
     DropPartition => DropPartition, DropPartitionRequest, DropPartitionResponse;
 }
 
+/// Checks `api_key` and `api_version` against what Fjord serves.
+fn served_key(api_key: i16, api_version: i16) -> Result<ApiKey, RequestError> {
+    let key = ApiKey::from_id(api_key).ok_or(RequestError::UnknownApiKey { api_key })?;
+    let supported = key.served_versions();
+    if supported.is_some_and(|range| range.contains(api_version)) {
+        Ok(key)
+    } else {
+        Err(RequestError::UnsupportedVersion {
+            api_key: key,
+            api_version,
+            supported,
+        })
+    }
+}
+
+/// The refusal for a served key that has no enum variant; cannot happen
+/// while `served_versions` and the enums list the same keys (tested).
+fn not_served(api_key: ApiKey, api_version: i16) -> RequestError {
+    RequestError::UnsupportedVersion {
+        api_key,
+        api_version,
+        supported: None,
+    }
+}
+
 /// Server side: checks `api_key` and `api_version` against what Fjord
 /// serves, then decodes `body` as that API's request. The body is sliced,
 /// not copied: `bytes` fields of the result share `body`'s memory.
@@ -198,27 +217,30 @@ pub fn decode_request(
     api_version: i16,
     body: Bytes,
 ) -> Result<Request, RequestError> {
-    let key = ApiKey::from_id(api_key).ok_or(RequestError::UnknownApiKey { api_key })?;
-    let supported = key.served_versions();
-    if !supported.is_some_and(|range| range.contains(api_version)) {
-        return Err(RequestError::UnsupportedVersion {
-            api_key: key,
-            api_version,
-            supported,
-        });
-    }
+    let key = served_key(api_key, api_version)?;
     match Request::decode_body(key, body) {
         Some(decoded) => decoded.map_err(|source| RequestError::Malformed {
             api_key: key,
             source,
         }),
-        // `served_versions` and the enum list the same keys (tested below),
-        // so a served key always has a variant.
-        None => Err(RequestError::UnsupportedVersion {
+        None => Err(not_served(key, api_version)),
+    }
+}
+
+/// Client side: decodes the body of a success response to a request of
+/// `api_key` at `api_version`, with the same checks as [`decode_request`].
+pub fn decode_response(
+    api_key: ApiKey,
+    api_version: i16,
+    body: Bytes,
+) -> Result<Response, RequestError> {
+    let key = served_key(api_key.id(), api_version)?;
+    match Response::decode_body(key, body) {
+        Some(decoded) => decoded.map_err(|source| RequestError::Malformed {
             api_key: key,
-            api_version,
-            supported: None,
+            source,
         }),
+        None => Err(not_served(key, api_version)),
     }
 }
 

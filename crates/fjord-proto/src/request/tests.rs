@@ -182,7 +182,10 @@ fn response_round_trips_through_frame_and_decode_response() {
         panic!("expected success, got {frame:?}");
     };
     assert_eq!(request_id, 5);
-    assert_eq!(decode_response(ApiKey::FetchLog, body).unwrap(), response);
+    assert_eq!(
+        decode_response(ApiKey::FetchLog, 0, body).unwrap(),
+        response
+    );
 }
 
 use crate::frame::ResponseFrame;
