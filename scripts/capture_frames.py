@@ -27,7 +27,9 @@ Two ways to run it:
                FJORD_CAPTURE_REAL_BIN=target/debug/fjord FJORD_CAPTURE_CLIENT=java \\
                FJORD_BIN=scripts/capture_frames.py mvn -f interop/java test
 
-`summarize DIR` prints, for every saved frame, its header and a generic
+`workload ADDRESS` runs a small pyfluss session (create, append 10 rows,
+list offsets, projected scan, drop) so every log-table api is recorded with
+small frames. `summarize DIR` prints, for every saved frame, its header and a generic
 protobuf field dump of its body.
 """
 
@@ -47,6 +49,9 @@ DEFAULT_OUT = ROOT / "fuzz" / "corpus" / "frame_decode"
 # A frame longer than this is not recorded (and the connection is dropped): it
 # protects the recorder from a corrupt length, not the clients from anything.
 MAX_FRAME_BYTES = 64 * 1024 * 1024
+# Frames larger than this are forwarded but not saved: fuzzers work best from
+# small seeds, and a few big produce requests would dominate the corpus.
+MAX_SAVED_BYTES = 64 * 1024
 # Without an upstream, how long to keep a connection open after its first
 # frame, so a client that pipelines a second request gets it recorded too.
 LISTEN_ONLY_GRACE_S = 1.0
@@ -54,31 +59,34 @@ READY = re.compile(r"fjord server ready.*?listening on ([^,\s]+)")
 
 
 class Recorder:
-    """Saves frames to `<out>/<client>-<api_key>-<n>`, n per client and key."""
+    """Saves frames to `<out>/<client>-<api_key>-<n>`: at most max_per_key files
+    per client and key (counting files already there, so several runs and
+    several server processes add up instead of overwriting), and only frames
+    of at most max_bytes (a fuzz corpus wants small inputs)."""
 
-    def __init__(self, out_dir, client, max_per_key):
+    def __init__(self, out_dir, client, max_per_key, max_bytes):
         self.out_dir = Path(out_dir)
         self.client = client
         self.max_per_key = max_per_key
-        self.counts = {}
+        self.max_bytes = max_bytes
         self.lock = threading.Lock()
         self.out_dir.mkdir(parents=True, exist_ok=True)
 
     def save(self, frame):
         api_key, version, request_id = struct.unpack(">hhi", frame[4:12])
+        note = f"api_key={api_key} version={version} request_id={request_id} body={len(frame) - 12}B"
+        if len(frame) > self.max_bytes:
+            print(f"capture: not saved (over {self.max_bytes}B): {note}", file=sys.stderr, flush=True)
+            return
         with self.lock:
-            n = self.counts.get(api_key, 0)
-            if n >= self.max_per_key:
+            prefix = f"{self.client}-{api_key}-"
+            taken = {p.name for p in self.out_dir.glob(prefix + "*")}
+            if len(taken) >= self.max_per_key:
                 return
-            self.counts[api_key] = n + 1
-        path = self.out_dir / f"{self.client}-{api_key}-{n}"
-        path.write_bytes(frame)
-        print(
-            f"capture: {path.name}: api_key={api_key} version={version} "
-            f"request_id={request_id} body={len(frame) - 12}B",
-            file=sys.stderr,
-            flush=True,
-        )
+            n = next(i for i in range(len(taken) + 1) if f"{prefix}{i}" not in taken)
+            path = self.out_dir / f"{prefix}{n}"
+            path.write_bytes(frame)
+        print(f"capture: {path.name}: {note}", file=sys.stderr, flush=True)
 
 
 async def read_frame(reader):
@@ -93,20 +101,94 @@ async def read_frame(reader):
     return head + await reader.readexactly(length)
 
 
+METADATA_API_KEY = 1012
+
+
+def encode_varint(value):
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def proto_fields(buf):
+    """Splits a proto2 message into (field, wire_type, encoded_value) triples."""
+    i, fields = 0, []
+    while i < len(buf):
+        key, j = varint(buf, i)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            _, end = varint(buf, j)
+        elif wire == 2:
+            length, k = varint(buf, j)
+            end = k + length
+        elif wire == 1:
+            end = j + 8
+        elif wire == 5:
+            end = j + 4
+        else:
+            raise ValueError(f"wire type {wire}")
+        fields.append((field, wire, buf[j:end]))
+        i = end
+    return fields
+
+
+def rewrite_server_node(node, upstream_port, proxy_port):
+    """PbServerNode with port (3) and listeners (4) pointing at the proxy."""
+    out = bytearray()
+    for field, wire, value in proto_fields(node):
+        if field == 3 and wire == 0:
+            value = encode_varint(proxy_port)
+        elif field == 4 and wire == 2:
+            _, k = varint(value, 0)
+            text = value[k:].decode().replace(f":{upstream_port}", f":{proxy_port}").encode()
+            value = encode_varint(len(text)) + text
+        out += encode_varint(field << 3 | wire) + value
+    return bytes(out)
+
+
+def rewrite_metadata_response(body, upstream_port, proxy_port):
+    """MetadataResponse whose coordinator (1) and tablet servers (2) are the
+    proxy, so clients keep talking through it after bootstrap."""
+    out = bytearray()
+    for field, wire, value in proto_fields(body):
+        if field in (1, 2) and wire == 2:
+            _, k = varint(value, 0)
+            node = rewrite_server_node(value[k:], upstream_port, proxy_port)
+            value = encode_varint(len(node)) + node
+        out += encode_varint(field << 3 | wire) + value
+    return bytes(out)
+
+
 async def handle(recorder, upstream, reader, writer):
     up_reader = up_writer = None
     pump = None
     frames_seen = 0
+    metadata_requests = set()
     try:
         if upstream:
             host, port = upstream.rsplit(":", 1)
             up_reader, up_writer = await asyncio.open_connection(host, int(port))
+            proxy_port = writer.get_extra_info("sockname")[1]
 
             async def responses():
-                while data := await up_reader.read(65536):
-                    writer.write(data)
+                while True:
+                    head = await up_reader.readexactly(4)
+                    (length,) = struct.unpack(">i", head)
+                    payload = await up_reader.readexactly(length)
+                    kind, request_id = struct.unpack(">bi", payload[:5])
+                    if kind == 0 and request_id in metadata_requests:
+                        metadata_requests.discard(request_id)
+                        body = rewrite_metadata_response(payload[5:], int(port), proxy_port)
+                        payload = payload[:5] + body
+                        head = struct.pack(">i", len(payload))
+                    writer.write(head + payload)
                     await writer.drain()
-                writer.close()
 
             pump = asyncio.create_task(responses())
         while True:
@@ -123,6 +205,9 @@ async def handle(recorder, upstream, reader, writer):
             recorder.save(frame)
             frames_seen += 1
             if up_writer is not None:
+                api_key, _, request_id = struct.unpack(">hhi", frame[4:12])
+                if api_key == METADATA_API_KEY:
+                    metadata_requests.add(request_id)
                 up_writer.write(frame)
                 await up_writer.drain()
     except (ValueError, ConnectionError, asyncio.IncompleteReadError) as e:
@@ -172,7 +257,7 @@ def start_real_server(binary, data_dir):
 
 
 def cmd_listen(args):
-    recorder = Recorder(args.out, args.client, args.max_per_key)
+    recorder = Recorder(args.out, args.client, args.max_per_key, args.max_bytes)
     ready = lambda addr: print(f"capture: listening on {addr}", file=sys.stderr, flush=True)
     asyncio.run(serve(args.host, args.port, recorder, args.upstream, ready))
 
@@ -180,7 +265,7 @@ def cmd_listen(args):
 def cmd_server(args):
     client = os.environ.get("FJORD_CAPTURE_CLIENT", "client")
     out = os.environ.get("FJORD_CAPTURE_OUT", str(DEFAULT_OUT))
-    recorder = Recorder(out, client, args.max_per_key)
+    recorder = Recorder(out, client, args.max_per_key, args.max_bytes)
     real_bin = os.environ.get("FJORD_CAPTURE_REAL_BIN")
     proc, upstream = (None, None)
     if real_bin:
@@ -259,6 +344,48 @@ def cmd_summarize(args):
             print(line)
 
 
+def cmd_workload(args):
+    """A small pyfluss session (every log-table api, small frames) against
+    `args.address`, normally a `listen --upstream` recorder."""
+    import pyarrow as pa
+
+    import fluss
+
+    async def run():
+        conn = await fluss.FlussConnection.create(fluss.Config({"bootstrap.servers": args.address}))
+        admin = conn.get_admin()
+        await admin.create_database("capture", ignore_if_exists=True)
+        path = fluss.TablePath("capture", "small")
+        schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("ts", pa.timestamp("us"))])
+        await admin.create_table(
+            path, fluss.TableDescriptor(fluss.Schema(schema), bucket_count=2, bucket_keys=["id"]),
+            ignore_if_exists=True,
+        )
+        await admin.list_databases()
+        await admin.list_tables("capture")
+        await admin.table_exists(path)
+        await admin.get_table_info(path)
+        table = await conn.get_table(path)
+        writer = table.new_append().create_writer()
+        batch = pa.RecordBatch.from_pydict(
+            {"id": list(range(10)), "name": [f"n{i}" for i in range(10)], "ts": [1_700_000_000_000_000] * 10},
+            schema=schema,
+        )
+        ack = writer.write_arrow_batch(batch)
+        await writer.flush()
+        await ack.wait()
+        await admin.list_offsets(path, [0, 1], fluss.OffsetSpec.latest())
+        await admin.list_offsets(path, [0, 1], fluss.OffsetSpec.earliest())
+        scanner = await table.new_scan().project_by_name(["name"]).create_record_batch_log_scanner()
+        scanner.subscribe_buckets({0: fluss.EARLIEST_OFFSET, 1: fluss.EARLIEST_OFFSET})
+        print((await scanner.to_arrow()).num_rows, "rows scanned", file=sys.stderr)
+        await admin.drop_table(path, ignore_if_not_exists=True)
+        await admin.drop_database("capture", ignore_if_not_exists=True, cascade=True)
+        await conn.close()
+
+    asyncio.run(asyncio.wait_for(run(), 120))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -269,16 +396,20 @@ def main():
     listen.add_argument("--upstream", help="HOST:PORT of a real server to forward to")
     listen.add_argument("--out", default=str(DEFAULT_OUT))
     listen.add_argument("--max-per-key", type=int, default=3)
+    listen.add_argument("--max-bytes", type=int, default=MAX_SAVED_BYTES)
     server = sub.add_parser("server", help="stand-in for `fjord server` (see above)")
     server.add_argument("--listen", default="127.0.0.1:9123")
     server.add_argument("--data-dir", default="./fjord-data")
     server.add_argument("--config")
     server.add_argument("--set", action="append", default=[])
     server.add_argument("--max-per-key", type=int, default=3)
+    server.add_argument("--max-bytes", type=int, default=MAX_SAVED_BYTES)
+    workload = sub.add_parser("workload", help="a small pyfluss session against ADDRESS")
+    workload.add_argument("address")
     summarize = sub.add_parser("summarize", help="print saved frames")
     summarize.add_argument("dir", nargs="?", default=str(DEFAULT_OUT))
     args = parser.parse_args()
-    {"listen": cmd_listen, "server": cmd_server, "summarize": cmd_summarize}[args.cmd](args)
+    {"listen": cmd_listen, "server": cmd_server, "workload": cmd_workload, "summarize": cmd_summarize}[args.cmd](args)
 
 
 if __name__ == "__main__":
