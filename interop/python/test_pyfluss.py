@@ -93,7 +93,7 @@ async def step(server, what, awaitable):
         )
     except fluss.FlussError as e:
         pytest.fail(
-            f"{what}: FlussError(code={e.error_code}): {e}\n"
+            f"{what}: {e}\n"
             f"--- fjord server stderr ---\n{server.stderr()}"
         )
 

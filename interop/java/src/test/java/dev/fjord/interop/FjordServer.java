@@ -1,12 +1,11 @@
 package dev.fjord.interop;
 
-import java.io.BufferedReader;
+import java.io.File;
 import java.io.IOException;
-import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.concurrent.CountDownLatch;
+import java.util.Comparator;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -16,8 +15,8 @@ import java.util.regex.Pattern;
  * binary named by the {@code FJORD_BIN} environment variable (or {@code -Dfjord.bin=...}).
  *
  * <p>The bound address is read from the one ready line the CLI promises on stderr ({@code fjord
- * server ready ... listening on <ip:port>}); everything the server writes to stderr is kept so a
- * failing test can show it.
+ * server ready ... listening on <ip:port>}); everything the server writes to stderr is kept (in a
+ * file) so a failing test can show it.
  */
 final class FjordServer implements AutoCloseable {
     /** Bounds how long a broken server can hang the suite before it is ready. */
@@ -30,13 +29,16 @@ final class FjordServer implements AutoCloseable {
 
     private final Process process;
     private final Path dataDir;
-    private final StringBuffer stderr = new StringBuffer();
-    private final CountDownLatch readyOrExited = new CountDownLatch(1);
-    private volatile String address;
+    /**
+     * The server's stderr goes to this file rather than a pipe: the JDK closes a process's pipes
+     * when it exits, losing the last lines (a panic message) to a concurrent reader.
+     */
+    private final Path stderrFile;
 
-    private FjordServer(Process process, Path dataDir) {
+    private FjordServer(Process process, Path dataDir, Path stderrFile) {
         this.process = process;
         this.dataDir = dataDir;
+        this.stderrFile = stderrFile;
     }
 
     /** Starts a server on a fresh temporary data dir and waits until it is ready. */
@@ -51,6 +53,7 @@ final class FjordServer implements AutoCloseable {
             throw new IllegalStateException("FJORD_BIN=" + binary + " is not an executable file");
         }
         Path dataDir = Files.createTempDirectory("fjord-junit-");
+        Path stderrFile = Files.createTempFile("fjord-junit-stderr-", ".log");
         ProcessBuilder builder =
                 new ProcessBuilder(
                                 binary,
@@ -60,56 +63,34 @@ final class FjordServer implements AutoCloseable {
                                 "--data-dir",
                                 dataDir.toString())
                         .redirectOutput(ProcessBuilder.Redirect.DISCARD)
-                        .redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null")));
+                        .redirectError(stderrFile.toFile())
+                        .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")));
         builder.environment().put("NO_COLOR", "1");
         builder.environment().putIfAbsent("RUST_LOG", "info");
-        FjordServer server = new FjordServer(builder.start(), dataDir);
-        server.drainStderr();
-        if (!server.readyOrExited.await(READY_TIMEOUT_SECONDS, TimeUnit.SECONDS)
-                || server.address == null) {
-            server.process.destroyForcibly().waitFor();
-            throw new IllegalStateException(
-                    "fjord server did not print its ready line within "
-                            + READY_TIMEOUT_SECONDS
-                            + "s (alive="
-                            + server.process.isAlive()
-                            + ")\n--- fjord server stderr ---\n"
-                            + server.stderr());
+        FjordServer server = new FjordServer(builder.start(), dataDir, stderrFile);
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(READY_TIMEOUT_SECONDS);
+        while (true) {
+            Matcher m = READY.matcher(server.stderr());
+            if (m.find()) {
+                server.address = m.group(1);
+                return server;
+            }
+            if (!server.process.isAlive() || System.nanoTime() > deadline) {
+                server.process.destroyForcibly().waitFor();
+                throw new IllegalStateException(
+                        "fjord server did not print its ready line within "
+                                + READY_TIMEOUT_SECONDS
+                                + "s (exit code "
+                                + server.process.exitValue()
+                                + ")\n--- fjord server stderr ---\n"
+                                + server.stderr());
+            }
+            // Polling a file: the server writes one line when ready.
+            Thread.sleep(20);
         }
-        return server;
     }
 
-    /** Reads stderr for the child's whole life: a full pipe would block the server. */
-    private void drainStderr() {
-        Thread reader =
-                new Thread(
-                        () -> {
-                            try (BufferedReader lines =
-                                    new BufferedReader(
-                                            new InputStreamReader(
-                                                    process.getErrorStream(),
-                                                    StandardCharsets.UTF_8))) {
-                                String line;
-                                while ((line = lines.readLine()) != null) {
-                                    stderr.append(line).append('\n');
-                                    if (address == null) {
-                                        Matcher m = READY.matcher(line);
-                                        if (m.find()) {
-                                            address = m.group(1);
-                                            readyOrExited.countDown();
-                                        }
-                                    }
-                                }
-                            } catch (IOException e) {
-                                stderr.append("[stderr read failed: ").append(e).append("]\n");
-                            } finally {
-                                readyOrExited.countDown();
-                            }
-                        },
-                        "fjord-server-stderr");
-        reader.setDaemon(true);
-        reader.start();
-    }
+    private String address;
 
     /** The {@code host:port} from the ready line, usable as {@code bootstrap.servers}. */
     String address() {
@@ -118,7 +99,11 @@ final class FjordServer implements AutoCloseable {
 
     /** Everything the server wrote to stderr so far. */
     String stderr() {
-        return stderr.toString();
+        try {
+            return Files.readString(stderrFile, StandardCharsets.UTF_8);
+        } catch (IOException e) {
+            return "[cannot read " + stderrFile + ": " + e + "]";
+        }
     }
 
     /** Sends SIGTERM, waits for the exit and returns its code; kills on timeout. */
@@ -141,6 +126,7 @@ final class FjordServer implements AutoCloseable {
             process.destroyForcibly().waitFor();
         }
         deleteRecursively(dataDir);
+        Files.deleteIfExists(stderrFile);
     }
 
     private static void deleteRecursively(Path dir) throws IOException {
@@ -148,7 +134,7 @@ final class FjordServer implements AutoCloseable {
             return;
         }
         try (var paths = Files.walk(dir)) {
-            for (Path p : (Iterable<Path>) paths.sorted(java.util.Comparator.reverseOrder())::iterator) {
+            for (Path p : (Iterable<Path>) paths.sorted(Comparator.reverseOrder())::iterator) {
                 Files.deleteIfExists(p);
             }
         }
