@@ -243,14 +243,18 @@ def start_real_server(binary, data_dir):
         stderr=subprocess.PIPE,
         text=True,
     )
+    def relay(line):
+        # Relayed with the ready marker defused: the harness must find the
+        # proxy's ready line, not the upstream's.
+        sys.stderr.write("upstream: " + line.replace("fjord server ready", "upstream ready"))
+        sys.stderr.flush()
+
     for line in proc.stderr:
-        sys.stderr.write(line)
+        relay(line)
         match = READY.search(line)
         if match:
             # Keep relaying the real server's log so the suite can show it.
-            threading.Thread(
-                target=lambda: [sys.stderr.write(l) for l in proc.stderr], daemon=True
-            ).start()
+            threading.Thread(target=lambda: [relay(l) for l in proc.stderr], daemon=True).start()
             return proc, match.group(1)
     proc.wait()
     sys.exit(f"capture: real server exited ({proc.returncode}) before it was ready")
@@ -352,7 +356,9 @@ def cmd_workload(args):
     import fluss
 
     async def run():
-        conn = await fluss.FlussConnection.create(fluss.Config({"bootstrap.servers": args.address}))
+        conn = await fluss.FlussConnection.create(
+            fluss.Config({"bootstrap.servers": args.address, "writer.retries": "2"})
+        )
         admin = conn.get_admin()
         await admin.create_database("capture", ignore_if_exists=True)
         path = fluss.TablePath("capture", "small")
