@@ -4,6 +4,9 @@
 //! - [`connection`]: one TCP connection per server, requests multiplexed by
 //!   request id, a reader task completing them.
 //! - [`admin`]: databases, tables, table info, offsets.
+//! - [`metadata`]: bucket leaders of a table, from one MetaData request.
+//! - [`writer`]: the append writer (Arrow batches in, log batches out).
+//! - [`scanner`]: the log scanner (fetch, decode, projection pushdown).
 //!
 //! Architecture invariants: everything derivable from a table (schema,
 //! Arrow schema, bucket count, encoders) is resolved once when a writer or
@@ -13,7 +16,13 @@
 pub mod admin;
 pub mod connection;
 pub mod error;
+pub mod metadata;
+pub mod scanner;
+pub mod writer;
 
 pub use admin::{Admin, OffsetSpec, TableInfo, TablePath};
 pub use connection::ServerConnection;
 pub use error::{ClientError, Result};
+pub use metadata::TableRoute;
+pub use scanner::{LogScanner, ScanBatch, ScannerConfig};
+pub use writer::{AppendWriter, BatchAck, WriterConfig};

@@ -17,6 +17,8 @@ struct Cli {
 enum Command {
     /// Start a single-node Fjord server (coordinator and tablet server in one process).
     Server(cmd::server::Args),
+    /// Start a server on a temporary data dir, write and read back a table, report speed.
+    Quickstart(cmd::quickstart::Args),
     /// Run a CDC pipeline defined in Flink CDC 3 pipeline YAML.
     Pipeline(cmd::pipeline::Args),
 }
@@ -27,6 +29,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Server(args) => cmd::server::run(args),
         Command::Pipeline(args) => cmd::pipeline::run(args),
+        Command::Quickstart(args) => cmd::quickstart::run(args),
     }
 }
 
