@@ -112,4 +112,3 @@ fn concurrent_writes_during_the_snapshot_give_each_rows_final_state_once() {
         );
     });
 }
-

@@ -311,12 +311,14 @@ impl MySqlSource {
                         source.start_binlog(&mut conn).await?;
                     }
                     SpecificOffset::GtidSet(set) => {
-                        if set.contains(':') || !source.mariadb {
-                            return Err(SourceError::Unsupported(
-                                "MySQL GTID sets as a start position are not supported yet; use scan.startup.specific-offset.file/pos".into(),
-                            ));
+                        if source.mariadb {
+                            source.start_binlog_gtid(conn, &set).await?;
+                        } else {
+                            let sids = parse_mysql_gtid_set(&set)?;
+                            source.file.clear();
+                            source.next_pos = 4;
+                            source.dump_request(conn, None, Some(sids)).await?;
                         }
-                        source.start_binlog_gtid(conn, &set).await?;
                     }
                 }
             }
@@ -378,7 +380,18 @@ impl MySqlSource {
         self.dump(conn, Some(gtid)).await
     }
 
-    async fn dump(&mut self, mut conn: Conn, gtid: Option<&str>) -> Result<(), SourceError> {
+    async fn dump(&mut self, conn: Conn, gtid: Option<&str>) -> Result<(), SourceError> {
+        self.dump_request(conn, gtid, None).await
+    }
+
+    /// Starts a dump at the current file/position, or at a MariaDB GTID
+    /// position (`mariadb_gtid`), or after a MySQL GTID set (`mysql_gtids`).
+    async fn dump_request(
+        &mut self,
+        mut conn: Conn,
+        gtid: Option<&str>,
+        mysql_gtids: Option<Vec<mysql_async::Sid<'static>>>,
+    ) -> Result<(), SourceError> {
         let heartbeat_ns = self
             .config
             .heartbeat_interval
@@ -415,9 +428,12 @@ impl MySqlSource {
         };
         self.fde_seen = false;
         let file = self.file.clone();
-        let request = BinlogStreamRequest::new(self.server_id)
+        let mut request = BinlogStreamRequest::new(self.server_id)
             .with_filename(file.as_bytes())
             .with_pos(self.next_pos);
+        if let Some(sids) = mysql_gtids {
+            request = request.with_gtid().with_gtid_set(sids);
+        }
         let stream = conn
             .get_binlog_stream(request)
             .await
@@ -746,6 +762,21 @@ impl MySqlSource {
         self.decoders.insert(id, decoder);
         Ok(())
     }
+}
+
+/// Parses a MySQL GTID set (`uuid:1-5:7,uuid2:1-3`).
+fn parse_mysql_gtid_set(set: &str) -> Result<Vec<mysql_async::Sid<'static>>, SourceError> {
+    set.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|sid| {
+            sid.parse().map_err(|e| {
+                SourceError::Config(format!(
+                    "scan.startup.specific-offset.gtid-set: {sid:?} is not a MySQL GTID (uuid:interval[:interval]): {e}"
+                ))
+            })
+        })
+        .collect()
 }
 
 fn table_id(data: &[u8]) -> u64 {
