@@ -115,7 +115,7 @@ async fn write_and_read(addr: &str, args: &Args) -> anyhow::Result<()> {
     let write_elapsed = start.elapsed();
     let write_cpu = process_cpu() - cpu_start;
     println!(
-        "wrote {} rows in {} batches (acks=all) in {:.3} s: {:.0} rows/s, {:.0} ns CPU/row (client and server)",
+        "wrote {} rows in {} batches (acks=all) in {:.3} s: {:.0} rows/s, {:.0} ns of client CPU per row",
         args.rows,
         acks.len(),
         write_elapsed.as_secs_f64(),
