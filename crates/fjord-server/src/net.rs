@@ -11,11 +11,13 @@
 //! On shutdown, readers stop reading, in-flight requests finish (long-polls
 //! are woken), their answers are written, then connections close.
 
+use std::io::IoSlice;
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{Buf, Bytes, BytesMut};
 use fjord_proto::{
-    decode_request, encode_error_response, ApiError, ErrorCode, FrameDecoder, RequestFrame,
+    decode_request, encode_error_response, encode_fetch_log_response_chunks, ApiError, ErrorCode,
+    FrameDecoder, RequestFrame, Response,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
@@ -31,8 +33,12 @@ use crate::node::Node;
 /// frame seen (bounded by `frame-bytes-max`).
 const READ_BUFFER_BYTES: usize = 64 * 1024;
 
-/// An encoded answer and the in-flight slot it frees once written.
-type Outgoing = (BytesMut, OwnedSemaphorePermit);
+/// Most buffers handed to one vectored write.
+const IOV_MAX_CHUNKS: usize = 64;
+
+/// An encoded answer (its frame as chunks to write in order) and the
+/// in-flight slot it frees once written.
+type Outgoing = (Vec<Bytes>, OwnedSemaphorePermit);
 
 /// Accepts connections until `shutdown` turns true, then waits for every
 /// connection to finish its in-flight requests.
@@ -149,20 +155,27 @@ async fn serve_connection(node: Arc<Node>, stream: TcpStream) {
 }
 
 /// Decodes, handles and encodes one request. Never fails: every problem
-/// becomes an error frame answering the request id.
-async fn answer(node: &Node, frame: RequestFrame) -> BytesMut {
+/// becomes an error frame answering the request id. FetchLog answers hand
+/// the record bytes read from segments through as their own chunks (no copy
+/// into the frame).
+async fn answer(node: &Node, frame: RequestFrame) -> Vec<Bytes> {
     let header = frame.header;
     let result = match decode_request(header.api_key, header.api_version, frame.body) {
         Ok(request) => api::dispatch(node, request).await,
         Err(e) => Err(e.to_api_error()),
     };
     let mut out = BytesMut::new();
-    let encoded = match &result {
+    let mut chunks = Vec::with_capacity(1);
+    let encoded = match result {
+        Ok(Response::FetchLog(fetch)) => {
+            encode_fetch_log_response_chunks(&mut out, header.request_id, fetch, &mut chunks)
+        }
         Ok(response) => response.encode_frame(&mut out, header.request_id),
-        Err(error) => encode_error_response(&mut out, header.request_id, error),
+        Err(error) => encode_error_response(&mut out, header.request_id, &error),
     };
     if let Err(e) = encoded {
         out.clear();
+        chunks.clear();
         let error = ApiError::new(
             ErrorCode::UnknownServerError,
             format!("cannot encode the response: {e}"),
@@ -170,16 +183,63 @@ async fn answer(node: &Node, frame: RequestFrame) -> BytesMut {
         // A bare error response is a few bytes; it always encodes.
         let _ = encode_error_response(&mut out, header.request_id, &error);
     }
-    out
+    if !out.is_empty() {
+        chunks.push(out.freeze());
+    }
+    chunks
 }
 
-/// Writes answers in completion order, coalescing whatever is queued.
+/// Writes answers in completion order; whatever is queued goes out in one
+/// vectored write.
 async fn write_loop(mut writer: OwnedWriteHalf, mut rx: mpsc::Receiver<Outgoing>) {
-    while let Some((frame, permit)) = rx.recv().await {
-        if writer.write_all(&frame).await.is_err() {
+    let mut chunks: Vec<Bytes> = Vec::new();
+    let mut permits: Vec<OwnedSemaphorePermit> = Vec::new();
+    while let Some((first, permit)) = rx.recv().await {
+        chunks.extend(first);
+        permits.push(permit);
+        while let Ok((more, permit)) = rx.try_recv() {
+            chunks.extend(more);
+            permits.push(permit);
+        }
+        if write_all_chunks(&mut writer, &mut chunks).await.is_err() {
             return;
         }
-        drop(permit);
+        chunks.clear();
+        permits.clear();
     }
     let _ = writer.shutdown().await;
+}
+
+/// Writes every chunk, in order, with vectored writes.
+async fn write_all_chunks(
+    writer: &mut OwnedWriteHalf,
+    chunks: &mut [Bytes],
+) -> std::io::Result<()> {
+    let mut first = 0;
+    while first < chunks.len() {
+        if chunks[first].is_empty() {
+            first += 1;
+            continue;
+        }
+        let slices: Vec<IoSlice<'_>> = chunks[first..]
+            .iter()
+            .take(IOV_MAX_CHUNKS)
+            .map(|c| IoSlice::new(c))
+            .collect();
+        let mut written = writer.write_vectored(&slices).await?;
+        if written == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while written > 0 {
+            let len = chunks[first].len();
+            if written >= len {
+                written -= len;
+                first += 1;
+            } else {
+                chunks[first].advance(written);
+                written = 0;
+            }
+        }
+    }
+    Ok(())
 }

@@ -108,11 +108,42 @@ impl Server {
             ..
         } = self;
         let accept = tokio::spawn(net::accept_loop(Arc::clone(&node), listener));
+        let maintenance = tokio::spawn(maintenance_loop(Arc::clone(&node)));
         shutdown.await;
         info!("shutting down: finishing in-flight requests");
         let _ = shutdown_tx.send(true);
         let _ = accept.await;
-        node.replicas.close();
+        let _ = maintenance.await;
+        let closing = Arc::clone(&node);
+        let _ = tokio::task::spawn_blocking(move || closing.replicas.close()).await;
         info!("shutdown complete");
+    }
+}
+
+/// How often the storage engine's periodic work runs (interval flushes,
+/// retention); a second keeps `log.flush.interval-ms` honest without cost.
+const MAINTENANCE_INTERVAL_MS: u64 = 1_000;
+/// Checkpoint (recovery point + writer snapshot) every this many maintenance
+/// rounds, bounding how much a crash recovery rescans.
+const CHECKPOINT_EVERY_ROUNDS: u64 = 60;
+
+/// Runs storage maintenance on the blocking pool until shutdown.
+async fn maintenance_loop(node: Arc<Node>) {
+    let mut shutdown = node.shutdown.clone();
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(MAINTENANCE_INTERVAL_MS));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut round: u64 = 0;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+        round += 1;
+        let checkpoint = round == CHECKPOINT_EVERY_ROUNDS;
+        if checkpoint {
+            round = 0;
+        }
+        let n = Arc::clone(&node);
+        let _ = tokio::task::spawn_blocking(move || n.replicas.run_maintenance(checkpoint)).await;
     }
 }

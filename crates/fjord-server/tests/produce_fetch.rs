@@ -244,7 +244,7 @@ async fn long_poll_fetch_wakes_when_data_arrives() {
     };
     assert_eq!(request_id, id);
     let Response::FetchLog(r) =
-        fjord_proto::decode_response(fjord_proto::ApiKey::FetchLog, body).unwrap()
+        fjord_proto::decode_response(fjord_proto::ApiKey::FetchLog, 0, body).unwrap()
     else {
         panic!()
     };

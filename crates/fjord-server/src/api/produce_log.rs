@@ -6,6 +6,8 @@
 //! the storage engine reports them durable under its flush policy (group
 //! commit: the buckets of one request share the wait).
 
+use std::time::Duration;
+
 use fjord_format::log_batch::{self, LogBatchError};
 use fjord_proto::messages as pb;
 
@@ -14,6 +16,10 @@ use crate::meta::catalog::TableInfo;
 use crate::metrics::Metrics;
 use crate::node::Node;
 use crate::replica::{Replica, TableBucket};
+
+/// Longest an acks = -1 produce waits for durability when the client gives
+/// no timeout, so a stuck disk cannot pin the request slot forever.
+const PRODUCE_WAIT_MS_MAX: u64 = 5 * 60 * 1000;
 
 /// What the header walk learned about one bucket's records.
 struct Checked {
@@ -180,12 +186,24 @@ pub async fn handle(
             )
         })
         .collect();
+    // The client's timeout bounds the wait; the append itself stands (a
+    // retry with the same writer sequence is then acknowledged as a duplicate).
+    let timeout_ms = u64::try_from(r.timeout_ms).ok().filter(|&ms| ms > 0);
+    let deadline = tokio::time::Instant::now()
+        + Duration::from_millis(timeout_ms.unwrap_or(PRODUCE_WAIT_MS_MAX));
     for (i, wait) in waits {
-        let outcome = match wait.await {
-            Ok(r) => r,
-            Err(e) => Err(ApiError::new(
+        let outcome = match tokio::time::timeout_at(deadline, wait).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => Err(ApiError::new(
                 ErrorCode::UnknownServerError,
                 format!("durability wait failed: {e}"),
+            )),
+            Err(_) => Err(ApiError::new(
+                ErrorCode::RequestTimeOut,
+                format!(
+                    "the batches were written but not reported durable within timeout_ms = {}",
+                    r.timeout_ms
+                ),
             )),
         };
         if let Err(e) = outcome {

@@ -114,7 +114,7 @@ impl Client {
         match self.read_frame().await.expect("a response") {
             ResponseFrame::Success { request_id, body } => {
                 assert_eq!(request_id, id);
-                Ok(decode_response(key, body).expect("decodable response"))
+                Ok(decode_response(key, 0, body).expect("decodable response"))
             }
             ResponseFrame::Error { request_id, error } => {
                 assert_eq!(request_id, id);
