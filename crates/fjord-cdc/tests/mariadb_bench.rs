@@ -15,6 +15,9 @@
 //! ```text
 //! cargo test --release -p fjord-cdc --test mariadb_bench -- --ignored --nocapture
 //! ```
+//!
+//! `FJORD_BENCH_PROFILE=1` runs only our binlog reader (three times), for
+//! `perf record`.
 
 mod support;
 
@@ -190,6 +193,13 @@ fn bench_user_behavior_binlog_and_snapshot() {
         .unwrap_or(ROWS_DEFAULT);
     let db = MariaDb::start_with(&["--max-binlog-size=1073741824"]);
     load(&db, rows);
+    if std::env::var_os("FJORD_BENCH_PROFILE").is_some() {
+        // Under a profiler: only our binlog reader, a few times.
+        for _ in 0..3 {
+            run_source(&db, StartupMode::EarliestOffset, "binlog-earliest-offset");
+        }
+        return;
+    }
     // Alternate ours and the C peer so background noise hits both.
     for round in 0..2 {
         let events = run_source(&db, StartupMode::EarliestOffset, "binlog-earliest-offset");

@@ -20,7 +20,9 @@ fn workload(db: &MariaDb) {
          INSERT INTO app.t VALUES (1,'a'),(2,'b'),(3,'c'),(4,'d'),(5,'e'),(6,'f'),(7,'g');
          BEGIN; UPDATE app.t SET v = CONCAT(v, '!'); DELETE FROM app.t WHERE id IN (2, 4); COMMIT;
          INSERT INTO app.t VALUES (8,'h');
-         BEGIN; INSERT INTO app.t VALUES (9,'i'),(10,'j'); UPDATE app.t SET v = id; COMMIT;",
+         BEGIN; INSERT INTO app.t VALUES (9,'i'),(10,'j'); UPDATE app.t SET v = id; COMMIT;
+         BEGIN; INSERT INTO app.t VALUES (11,'k'); INSERT INTO app.t VALUES (12,'l');
+           INSERT INTO app.t VALUES (13,'m'); DELETE FROM app.t WHERE id = 11; COMMIT;",
     );
 }
 
@@ -37,7 +39,7 @@ fn restart_from_any_batch_position_resumes_without_loss_or_duplicate() {
     assert!(full.len() > 20, "{full:?}");
 
     // Tiny batches put positions inside transactions and rows events.
-    for batch_events in [1usize, 2, 3, 5] {
+    for (batch_events, batches_per_run) in [(1usize, 1), (1, 2), (2, 1), (3, 2), (5, 1)] {
         let mut lines = Vec::new();
         let mut position: Option<SourcePosition> = None;
         let mut restarts = 0;
@@ -52,8 +54,8 @@ fn restart_from_any_batch_position_resumes_without_loss_or_duplicate() {
                 start,
             )
             .expect("open");
-            // Take two batches per incarnation, then "crash".
-            for _ in 0..2 {
+            // Take a batch or two per incarnation, then "crash".
+            for _ in 0..batches_per_run {
                 let mut batch = EventBatch::new(batch_events, 1 << 20);
                 let poll = source.next_batch(&mut batch).expect("batch");
                 render(&batch, &mut lines);
@@ -71,6 +73,9 @@ fn restart_from_any_batch_position_resumes_without_loss_or_duplicate() {
         }
         assert!(restarts >= 2, "the test should restart several times");
         assert!(mid_transaction, "no restart happened inside a transaction");
-        assert_eq!(lines, full, "batch size {batch_events}");
+        assert_eq!(
+            lines, full,
+            "batch size {batch_events}, {batches_per_run} per run"
+        );
     }
 }

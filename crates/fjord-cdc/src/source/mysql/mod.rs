@@ -464,7 +464,7 @@ impl MySqlSource {
 
     fn position(&self) -> SourcePosition {
         let (file, pos, skip_rows) = match &self.tx {
-            Some((file, pos)) => (file.clone(), *pos, self.tx_rows + self.skip_rows),
+            Some((file, pos)) => (file.clone(), *pos, self.tx_rows.max(self.skip_rows)),
             None => (self.file.clone(), self.next_pos, 0),
         };
         SourcePosition::Binlog(BinlogPosition {
@@ -559,7 +559,9 @@ impl MySqlSource {
         *attempts += 1;
         // Resume at the current transaction's start, skipping rows already handled.
         if let Some((file, pos)) = self.tx.take() {
-            self.skip_rows += self.tx_rows;
+            // `tx_rows` counts skipped rows too: the larger of the two is
+            // what the sink already has from this transaction.
+            self.skip_rows = self.skip_rows.max(self.tx_rows);
             self.file = file;
             self.next_pos = pos;
         }
