@@ -185,7 +185,7 @@ def test_arrow_round_trip_of_every_column_type(fjord_server):
         info = await step(fjord_server, "get table info", admin.get_table_info(path))
         assert info.num_buckets == BUCKETS
         assert info.get_bucket_keys() == ["id"]
-        assert fluss_table.arrow_schema() == SCHEMA, "table's Arrow schema differs from the written one"
+        assert fluss_table.arrow_schema == SCHEMA, "table's Arrow schema differs from the written one"
 
         read = await read_all(fjord_server, fluss_table)
         assert_same_table(read, written)
