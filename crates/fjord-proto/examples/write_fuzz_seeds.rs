@@ -4,14 +4,17 @@
 //! Run from the repository root:
 //! `cargo run -p fjord-proto --example write_fuzz_seeds -- fuzz/corpus`
 //! Files are named after what they hold, so re-running overwrites instead of
-//! piling up. Frames captured from the official clients go next to them.
+//! piling up. Frames captured from the official clients (named
+//! `<client>-<api_key>-<n>` in `frame_decode`) are also turned into
+//! `request_decode` seeds, so that target starts from real client bodies.
 
 use std::path::Path;
 
 use bytes::{Bytes, BytesMut};
 use fjord_proto::messages::*;
 use fjord_proto::{
-    encode_error_response, encode_server_failure, ApiKey, ErrorCode, Request, Response,
+    encode_error_response, encode_server_failure, ApiKey, ErrorCode, FrameDecoder, Request,
+    Response,
 };
 
 /// Requests shaped like the ones fluss-rs 1.0.0 sends in its connect,
@@ -216,6 +219,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &ErrorCode::UnknownServerError.with_message("shutting down"),
     )?;
     write(&frame_dir, "response_server_failure", &frame)?;
+
+    // Captured client frames become request_decode seeds: selector + body.
+    for entry in std::fs::read_dir(&frame_dir)? {
+        let path = entry?.path();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let Some(name) = name.filter(|n| !n.starts_with("request") && !n.starts_with("response"))
+        else {
+            continue;
+        };
+        let mut buf = BytesMut::from(&std::fs::read(&path)?[..]);
+        let Ok(Some(frame)) = FrameDecoder::default().decode_request(&mut buf) else {
+            continue;
+        };
+        let Some(key) = ApiKey::from_id(frame.header.api_key).filter(|k| served.contains(k)) else {
+            continue;
+        };
+        let mut seed = vec![selector(key)];
+        seed.extend_from_slice(&frame.body);
+        write(&request_dir, &format!("captured-{name}"), &seed)?;
+    }
 
     // A refused key (PutKv) and an unknown one, through the raw-key path.
     write(&request_dir, "refused_put_kv", &[0xff, 0x03, 0xf8, 0, 0])?;
