@@ -70,6 +70,43 @@ pub struct RunSummary {
     pub position: Option<SourcePosition>,
     /// Position the run resumed from, if any.
     pub resumed_from: Option<SourcePosition>,
+    /// CPU time (user + system) of the whole process during the run, from `getrusage`.
+    pub cpu: Duration,
+}
+
+impl RunSummary {
+    /// Events per second of wall time.
+    pub fn events_per_s(&self) -> f64 {
+        let seconds = self.elapsed.as_secs_f64();
+        if seconds > 0.0 {
+            self.events as f64 / seconds
+        } else {
+            0.0
+        }
+    }
+
+    /// Process CPU nanoseconds per event.
+    pub fn cpu_ns_per_event(&self) -> f64 {
+        if self.events > 0 {
+            self.cpu.as_nanos() as f64 / self.events as f64
+        } else {
+            0.0
+        }
+    }
+}
+
+/// User + system CPU time consumed so far by the whole process (`getrusage`).
+pub fn process_cpu_time() -> Duration {
+    // SAFETY: getrusage only writes into the zero-initialised struct passed to it.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let time = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
+    };
+    time(usage.ru_utime) + time(usage.ru_stime)
 }
 
 /// Tuning of [`drive`].
@@ -212,6 +249,7 @@ pub fn drive(
             .expect("free channel has room for every batch");
     }
     let started = Instant::now();
+    let cpu_started = process_cpu_time();
     let stop_source = stop.clone();
     let source_thread = thread::Builder::new()
         .name("cdc-source".to_string())
@@ -283,6 +321,7 @@ pub fn drive(
         elapsed: started.elapsed(),
         position: confirmed,
         resumed_from: None,
+        cpu: process_cpu_time().saturating_sub(cpu_started),
     })
 }
 
