@@ -20,6 +20,8 @@
 //! allocated for it; record data (`records` fields) is `bytes::Bytes` sliced
 //! from the frame, never copied.
 
+#![warn(missing_docs)]
+
 pub mod api_key;
 pub mod constants;
 pub mod error;

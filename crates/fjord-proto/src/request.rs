@@ -35,7 +35,7 @@ pub enum RequestError {
         supported: Option<VersionRange>,
     },
     /// The body is not a valid protobuf message of the api's request type.
-    #[error("malformed {api_key} request body: {source}")]
+    #[error("malformed {api_key} message body: {source}")]
     Malformed {
         /// The api key.
         api_key: ApiKey,
@@ -52,10 +52,11 @@ fn supported_suffix(supported: Option<VersionRange>) -> String {
 }
 
 impl RequestError {
-    /// The Fluss error code a Fluss server would answer with. Fluss has no
-    /// code for an unknown api key; a client that sent one is newer than the
-    /// server, which is what `UNSUPPORTED_VERSION` tells it. A body that does
-    /// not parse is `CORRUPT_MESSAGE`.
+    /// The Fluss error code to answer with. For an api key it does not know,
+    /// a Fluss server logs and sends nothing, leaving the client waiting;
+    /// Fjord answers `UNSUPPORTED_VERSION`, which tells the client it is
+    /// newer than the server. A body that does not parse is `CORRUPT_MESSAGE`
+    /// (Fluss would send `UNKNOWN_SERVER_ERROR` with its parser's stack trace).
     pub fn error_code(&self) -> ErrorCode {
         match self {
             RequestError::UnknownApiKey { .. } | RequestError::UnsupportedVersion { .. } => {
