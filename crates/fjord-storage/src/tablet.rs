@@ -168,11 +168,13 @@ fn maybe_index(
 }
 
 impl LogTablet {
-    /// Opens (or creates) the tablet in `dir`, recovering after a crash:
-    /// segments after the recovery point (all of them without a clean
-    /// shutdown marker... see `docs/FORMAT.md`) are scanned batch by batch; a
-    /// torn tail is truncated and logged with the bytes dropped; corruption
-    /// below the recovery point is kept and refused on read.
+    /// Opens (or creates) the tablet in `dir`. Without a clean-shutdown
+    /// marker, every segment from the one holding the recovery point on is
+    /// scanned batch by batch: a torn tail is truncated and logged with the
+    /// bytes dropped, corruption below the recovery point is kept and refused
+    /// on read (`docs/FORMAT.md` lists every case). Then everything kept is
+    /// made durable and checkpointed. `now_ms` starts the flush interval and
+    /// the writer-expiry clock.
     pub fn open(
         fs: Arc<dyn Fs>,
         dir: impl Into<PathBuf>,

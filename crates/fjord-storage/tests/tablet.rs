@@ -509,3 +509,36 @@ fn clean_close_and_reopen_keeps_everything() {
     assert_eq!(read_all(&t, 0), before);
     assert_eq!(t.offset_for_timestamp(20).expect("lookup"), Some(20));
 }
+
+#[test]
+fn segments_roll_when_the_offset_index_is_full() {
+    let fs = SimFs::new();
+    let config = LogConfig {
+        index_interval_bytes: 1,
+        index_entries_max: 3,
+        ..LogConfig::default()
+    };
+    let t = open_sim(&fs, config.clone(), 0);
+    for _ in 0..7 {
+        append_durable(&t, &batch(1, b"x"), 0);
+    }
+    let mut logs: Vec<String> = fs
+        .list(Path::new("/t"))
+        .expect("list")
+        .into_iter()
+        .filter(|n| n.ends_with(".log"))
+        .collect();
+    logs.sort();
+    assert_eq!(
+        logs,
+        vec![
+            "00000000000000000000.log",
+            "00000000000000000003.log",
+            "00000000000000000006.log"
+        ]
+    );
+    drop(t);
+    fs.crash(5);
+    let t = open_sim(&fs, config, 0);
+    assert_eq!(read_all(&t, 0).len(), 7);
+}
