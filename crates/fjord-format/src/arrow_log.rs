@@ -33,6 +33,7 @@ use arrow_schema::{ArrowError, SchemaRef};
 
 use crate::ipc::{parse_batch_message, IpcMessageError};
 use crate::log_batch::{self, BatchHeader, LogBatch, LogBatchError, APPEND_ONLY_FLAG_MASK};
+use crate::records::{split_batch, SplitError};
 use crate::schema::{TABLE_LOG_ARROW_COMPRESSION_TYPE, TABLE_LOG_ARROW_COMPRESSION_ZSTD_LEVEL};
 
 /// ZSTD level Fluss uses when the table does not set one
@@ -355,6 +356,21 @@ pub struct DecodedLogBatch {
     pub records: RecordBatch,
 }
 
+/// How [`decode_log_batch_with`] checks a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DecodeOptions {
+    /// Verify the CRC-32C (default). Turn off for batches from a Fluss
+    /// server's projection pushdown, which keeps the source batch's CRC
+    /// (Fjord recomputes it); the structure is bounds-checked either way.
+    pub verify_crc: bool,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        Self { verify_crc: true }
+    }
+}
+
 /// Decodes one whole log batch (header included) into Arrow, given the
 /// Arrow schema of the batch's schema id (or of the projection the batch
 /// was fetched with). Validates the header and CRC first; buffers are
@@ -363,21 +379,30 @@ pub fn decode_log_batch(
     batch: &Buffer,
     schema: SchemaRef,
 ) -> Result<DecodedLogBatch, ArrowLogError> {
-    let view = LogBatch::validate(batch.as_slice())?;
-    let declared = view.record_count();
-    let range = view.records_range();
-    let records = batch.slice_with_length(range.start, range.len());
-    let (change_types, ipc) = if view.is_append_only() {
-        (None, records)
-    } else {
-        let count = declared as usize;
-        if records.len() < count {
-            return Err(ArrowLogError::ChangeTypesTruncated {
-                len: records.len(),
-                records: count,
-            });
+    decode_log_batch_with(batch, schema, DecodeOptions::default())
+}
+
+/// [`decode_log_batch`] with explicit [`DecodeOptions`].
+pub fn decode_log_batch_with(
+    batch: &Buffer,
+    schema: SchemaRef,
+    options: DecodeOptions,
+) -> Result<DecodedLogBatch, ArrowLogError> {
+    if options.verify_crc {
+        LogBatch::validate(batch.as_slice())?;
+    }
+    let parts = split_batch(batch.as_slice()).map_err(|e| match e {
+        SplitError::Batch(e) => ArrowLogError::Batch(e),
+        SplitError::ChangeTypesTruncated { len, records } => {
+            ArrowLogError::ChangeTypesTruncated { len, records }
         }
-        let change_types = records.slice_with_length(0, count);
+    })?;
+    let declared = parts.record_count;
+    let change_types = if parts.append_only {
+        None
+    } else {
+        let change_types =
+            batch.slice_with_length(parts.records_start, parts.ipc_start - parts.records_start);
         if let Some(index) = change_types
             .as_slice()
             .iter()
@@ -388,8 +413,9 @@ pub fn decode_log_batch(
                 byte: change_types.as_slice()[index],
             });
         }
-        (Some(change_types), records.slice(count))
+        Some(change_types)
     };
+    let ipc = batch.slice_with_length(parts.ipc_start, parts.size - parts.ipc_start);
     if declared == 0 && ipc.is_empty() {
         return Ok(DecodedLogBatch {
             change_types,
@@ -397,7 +423,7 @@ pub fn decode_log_batch(
         });
     }
     let records = decode_ipc_message(&ipc, schema)?;
-    if records.num_rows() != declared as usize {
+    if i64::from(declared) != records.num_rows() as i64 {
         return Err(ArrowLogError::RecordCountMismatch {
             declared,
             actual: records.num_rows(),

@@ -24,6 +24,7 @@ mod ipc;
 pub mod json;
 pub mod log_batch;
 pub mod projection;
+mod records;
 pub mod schema;
 pub mod types;
 

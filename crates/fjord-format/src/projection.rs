@@ -36,8 +36,9 @@ use crate::ipc::{
     align8, parse_batch_message, IpcMessageError, CONTINUATION_MARKER, IPC_PREFIX_LEN,
 };
 use crate::log_batch::{
-    self, LogBatchError, APPEND_ONLY_FLAG_MASK, LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET,
+    self, LogBatchError, LENGTH_OFFSET, LOG_OVERHEAD,
 };
+use crate::records::{split_batch, SplitError};
 use crate::schema::Schema;
 
 /// Initial capacity of the flatbuffer builder for the projected metadata:
@@ -98,6 +99,17 @@ pub enum Projected {
         /// Size the projected batch would have.
         size: usize,
     },
+}
+
+impl From<SplitError> for ProjectionError {
+    fn from(e: SplitError) -> Self {
+        match e {
+            SplitError::Batch(e) => Self::Batch(e),
+            SplitError::ChangeTypesTruncated { len, records } => {
+                Self::ChangeTypesTruncated { len, records }
+            }
+        }
+    }
 }
 
 /// The reusable plan of one projection over one schema (one schema id):
@@ -239,69 +251,20 @@ impl ProjectionPlan {
         out: &mut Vec<u8>,
         max_bytes: usize,
     ) -> Result<Projected, ProjectionError> {
-        let (size, magic) =
-            log_batch::peek_size_and_magic(batch)?.ok_or(LogBatchError::Truncated {
-                needed: MAGIC_OFFSET + 1,
-                available: batch.len(),
-            })?;
-        let layout = log_batch::layout(magic).ok_or(LogBatchError::UnknownMagic { magic })?;
-        if batch.len() < size {
-            return Err(LogBatchError::Truncated {
-                needed: size,
-                available: batch.len(),
-            }
-            .into());
-        }
+        let parts = split_batch(batch)?;
+        let (layout, size) = (parts.layout, parts.size);
         let batch = &batch[..size];
-        if size < layout.header_size {
-            return Err(LogBatchError::ShorterThanHeader {
-                magic,
-                size,
-                header_size: layout.header_size,
-            }
-            .into());
-        }
-        let read_i32 = |at: usize| {
-            i32::from_le_bytes([batch[at], batch[at + 1], batch[at + 2], batch[at + 3]])
-        };
-        let schema_id = i16::from_le_bytes([batch[layout.schema_id], batch[layout.schema_id + 1]]);
         if size == layout.header_size {
             return Ok(copy_whole(batch, out, max_bytes));
         }
-        if schema_id != self.schema_id {
+        if parts.schema_id != self.schema_id {
             return Err(ProjectionError::SchemaIdMismatch {
-                batch: schema_id,
+                batch: parts.schema_id,
                 plan: self.schema_id,
             });
         }
-        let statistics_len = match layout.statistics_length {
-            None => 0,
-            Some(at) => {
-                let raw = read_i32(at);
-                usize::try_from(raw)
-                    .ok()
-                    .filter(|&n| n <= size - layout.header_size)
-                    .ok_or(LogBatchError::BadStatisticsLength {
-                        statistics_length: raw,
-                        size,
-                    })?
-            }
-        };
-        let records_start = layout.header_size + statistics_len;
-        let append_only = batch[layout.attributes] & APPEND_ONLY_FLAG_MASK != 0;
-        let change_types_len = if append_only {
-            0
-        } else {
-            let raw = read_i32(layout.record_count);
-            usize::try_from(raw)
-                .ok()
-                .filter(|&n| n <= size - records_start)
-                .ok_or(ProjectionError::ChangeTypesTruncated {
-                    len: size - records_start,
-                    records: raw.max(0) as usize,
-                })?
-        };
-        let ipc_start = records_start + change_types_len;
+        let (records_start, ipc_start) = (parts.records_start, parts.ipc_start);
+        let change_types_len = ipc_start - records_start;
         let ipc = &batch[ipc_start..];
         let parsed = parse_batch_message(ipc)?;
         let nodes = parsed

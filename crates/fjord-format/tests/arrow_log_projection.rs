@@ -699,3 +699,30 @@ fn runs_of_batches_project_until_the_budget_and_skip_partial_tails() {
     assert_eq!(run.batches, 1);
     assert_eq!(lookups, 5, "one plan lookup per run, not per batch");
 }
+
+#[test]
+fn stale_crc_from_a_fluss_server_projection_decodes_only_without_crc_check() {
+    use fjord_format::arrow_log::{decode_log_batch_with, DecodeOptions};
+    let schema = wide_schema();
+    let batch = wide_batch(&schema, 12);
+    let bytes = encode(
+        &schema,
+        &batch,
+        ArrowCompression::Zstd { level: 3 },
+        LOG_MAGIC_V1,
+        None,
+    );
+    let plan = ProjectionPlan::new(&schema, 7, &[1, 14]).unwrap();
+    let mut projected = Vec::new();
+    plan.project(&bytes, &mut projected, usize::MAX).unwrap();
+    // A Fluss server leaves the source batch's CRC in place.
+    let crc_at = log_batch::layout(LOG_MAGIC_V1).unwrap().crc;
+    projected[crc_at..crc_at + 4].copy_from_slice(&bytes[crc_at..crc_at + 4]);
+    let projected = Buffer::from(projected);
+    let arrow = to_projected_arrow_schema(&schema, &[1, 14]).unwrap();
+    let err = decode_log_batch(&projected, arrow.clone()).unwrap_err();
+    assert!(err.to_string().contains("CRC"), "{err}");
+    let lenient = DecodeOptions { verify_crc: false };
+    let decoded = decode_log_batch_with(&projected, arrow, lenient).unwrap();
+    assert_eq!(decoded.records, batch.project(&[1, 14]).unwrap());
+}
