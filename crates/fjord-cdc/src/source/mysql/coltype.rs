@@ -259,6 +259,62 @@ impl MySqlType {
         }
     }
 
+    /// The type as a DDL column type that [`MySqlType::parse`] and the DDL
+    /// parser read back to an equal value (used to store schemas with positions).
+    pub(crate) fn to_sql(&self) -> String {
+        let with_len = |name: &str| match self.length {
+            Some(n) => format!("{name}({n})"),
+            None => name.to_string(),
+        };
+        let members = |name: &str| {
+            let quoted: Vec<String> = self
+                .members
+                .iter()
+                .map(|m| format!("'{}'", m.replace('\\', "\\\\").replace('\'', "''")))
+                .collect();
+            format!("{name}({})", quoted.join(","))
+        };
+        let mut out = match self.base {
+            Base::TinyInt => with_len("tinyint"),
+            Base::SmallInt => with_len("smallint"),
+            Base::MediumInt => with_len("mediumint"),
+            Base::Int => with_len("int"),
+            Base::BigInt => with_len("bigint"),
+            Base::Float => "float".into(),
+            Base::Double => "double".into(),
+            Base::Decimal => format!("decimal({},{})", self.precision, self.scale),
+            Base::Bit => with_len("bit"),
+            Base::Year => "year".into(),
+            Base::Date => "date".into(),
+            Base::Time => format!("time({})", self.fsp),
+            Base::DateTime => format!("datetime({})", self.fsp),
+            Base::Timestamp => format!("timestamp({})", self.fsp),
+            Base::Char => with_len("char"),
+            Base::Varchar => with_len("varchar"),
+            Base::Binary => with_len("binary"),
+            Base::Varbinary => with_len("varbinary"),
+            Base::Text => "longtext".into(),
+            Base::Blob => "longblob".into(),
+            Base::Json => "json".into(),
+            Base::Enum => members("enum"),
+            Base::Set => members("set"),
+            Base::Spatial => "geometry".into(),
+        };
+        if self.unsigned {
+            out.push_str(" unsigned");
+        }
+        if matches!(
+            self.base,
+            Base::Char | Base::Varchar | Base::Text | Base::Enum | Base::Set
+        ) {
+            out.push_str(match self.charset {
+                Charset::Latin1 => " CHARACTER SET latin1",
+                _ => " CHARACTER SET utf8mb4",
+            });
+        }
+        out
+    }
+
     /// Whether this is `TINYINT(1)`/`BOOLEAN` (Flink CDC maps it to `BOOLEAN`).
     pub(crate) fn is_tinyint1(&self) -> bool {
         self.base == Base::TinyInt && self.length == Some(1)
@@ -399,6 +455,36 @@ mod tests {
         let t = MySqlType::parse("enum('a','b,c','it''s')", None).unwrap();
         let members: Vec<&str> = t.members.iter().map(|m| &**m).collect();
         assert_eq!(members, ["a", "b,c", "it's"]);
+    }
+
+    #[test]
+    fn types_survive_their_ddl_text() {
+        for (text, charset) in [
+            ("tinyint(1)", None),
+            ("bigint(20) unsigned", None),
+            ("serial", None),
+            ("decimal(65,30) unsigned", None),
+            ("datetime(6)", None),
+            ("varchar(7)", Some("latin1")),
+            ("char(3)", Some("utf8mb4")),
+            ("enum('a','it''s','b\\\\c')", None),
+            ("set('x','y')", Some("latin1")),
+            ("mediumtext", None),
+            ("json", None),
+            ("bit(10)", None),
+            ("varbinary(9)", None),
+        ] {
+            let t = MySqlType::parse(text, charset).unwrap();
+            let sql = t.to_sql();
+            let (name, rest) = sql.split_once(' ').unwrap_or((&sql, ""));
+            let charset = rest.split("CHARACTER SET ").nth(1);
+            let back = MySqlType::parse(
+                &format!("{name} {}", rest.split(" CHARACTER").next().unwrap_or("")),
+                charset,
+            )
+            .unwrap();
+            assert_eq!(back, t, "{text} -> {sql}");
+        }
     }
 
     #[test]

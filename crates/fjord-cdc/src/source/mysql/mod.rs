@@ -28,6 +28,7 @@ mod snapshot;
 mod temporal;
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -47,6 +48,11 @@ use crate::source::{
 use decode::{rows_event, RowDecoder, Scratch, TableMap};
 use schema_cache::SchemaCache;
 use snapshot::{Chunk, SnapshotTable};
+
+/// Name under which binlog positions are stored: `file \t pos \t skip-rows \t
+/// hex(schemas)`, the schemas being the captured tables' definitions in force
+/// at the position (see [`SchemaCache::to_ddl`]).
+const BINLOG_POSITION_SOURCE: &str = "mysql-binlog";
 
 /// Name under which snapshot progress positions are stored (a restarted
 /// snapshot starts over: its rows are inserts, re-delivered at least once).
@@ -183,6 +189,8 @@ struct MySqlSource {
     /// A query connection for lazy schema loads while the binlog connection streams.
     query_conn: Option<Conn>,
     last_packet: Instant,
+    /// The schema cache as stored in positions (hex of `SchemaCache::to_ddl`).
+    schemas_hex: String,
     /// Whether the current dump has sent its FORMAT_DESCRIPTION event yet.
     fde_seen: bool,
     /// Checksum bytes per event (`binlog_checksum`: 4 for CRC32, 0 for NONE).
@@ -251,10 +259,21 @@ impl MySqlSource {
             last_packet: Instant::now(),
             fde_seen: false,
             checksum_len: 4,
+            schemas_hex: String::new(),
             config,
         };
+        source.schemas_changed();
         let resume = match start.resume {
             Some(SourcePosition::Binlog(b)) => Some(b),
+            Some(SourcePosition::Opaque {
+                source: ref kind,
+                ref data,
+            }) if kind == BINLOG_POSITION_SOURCE => {
+                let (b, schemas) = decode_position(data)?;
+                source.cache = SchemaCache::from_ddl(&schemas, &source.config.tables)?;
+                source.schemas_changed();
+                Some(b)
+            }
             Some(SourcePosition::Opaque { ref source, .. })
                 if source == SNAPSHOT_POSITION_SOURCE =>
             {
@@ -467,13 +486,24 @@ impl MySqlSource {
             Some((file, pos)) => (file.clone(), *pos, self.tx_rows.max(self.skip_rows)),
             None => (self.file.clone(), self.next_pos, 0),
         };
-        SourcePosition::Binlog(BinlogPosition {
-            file,
-            pos,
-            gtids: None,
-            skip_events: 0,
-            skip_rows,
-        })
+        let mut data = String::with_capacity(file.len() + 48 + self.schemas_hex.len());
+        data.push_str(&file);
+        let _ = write!(data, "\t{pos}\t{skip_rows}\t");
+        data.push_str(&self.schemas_hex);
+        SourcePosition::Opaque {
+            source: BINLOG_POSITION_SOURCE.into(),
+            data,
+        }
+    }
+
+    /// Re-encodes the schema cache for positions (after it changed: rare).
+    fn schemas_changed(&mut self) {
+        let text = self.cache.to_ddl();
+        let mut hex = String::with_capacity(text.len() * 2);
+        for b in text.bytes() {
+            let _ = write!(hex, "{b:02x}");
+        }
+        self.schemas_hex = hex;
     }
 
     fn reached_until(&self) -> bool {
@@ -658,6 +688,7 @@ impl MySqlSource {
                             for change in changes {
                                 batch.push_schema_change(change);
                             }
+                            self.schemas_changed();
                         }
                     }
                     if self.tx_standalone || self.tx.is_none() {
@@ -754,6 +785,7 @@ impl MySqlSource {
             let conn = self.query_conn.as_mut().expect("just connected");
             let loaded = SchemaCache::load(conn, &self.config.tables, Some(&table)).await?;
             self.cache.tables.extend(loaded.tables);
+            self.schemas_changed();
         }
         let Some(info) = self.cache.tables.get(&table) else {
             return Err(SourceError::Decode(format!(
@@ -764,6 +796,41 @@ impl MySqlSource {
         self.decoders.insert(id, decoder);
         Ok(())
     }
+}
+
+/// Reads a [`BINLOG_POSITION_SOURCE`] position: the binlog position and the
+/// schema DDL text stored with it.
+fn decode_position(data: &str) -> Result<(BinlogPosition, String), SourceError> {
+    let bad = || {
+        SourceError::Config(format!(
+            "stored {BINLOG_POSITION_SOURCE} position is not file\\tpos\\tskip\\tschemas: {:?}",
+            data.chars().take(80).collect::<String>()
+        ))
+    };
+    let mut parts = data.split('\t');
+    let file = parts.next().filter(|f| !f.is_empty()).ok_or_else(bad)?;
+    let pos = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+    let skip_rows = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+    let hex = parts.next().ok_or_else(bad)?.as_bytes();
+    if hex.len() % 2 != 0 {
+        return Err(bad());
+    }
+    let mut bytes = Vec::with_capacity(hex.len() / 2);
+    for pair in hex.chunks(2) {
+        let text = std::str::from_utf8(pair).map_err(|_| bad())?;
+        bytes.push(u8::from_str_radix(text, 16).map_err(|_| bad())?);
+    }
+    let schemas = String::from_utf8(bytes).map_err(|_| bad())?;
+    Ok((
+        BinlogPosition {
+            file: file.to_string(),
+            pos,
+            gtids: None,
+            skip_events: 0,
+            skip_rows,
+        },
+        schemas,
+    ))
 }
 
 /// Parses a MySQL GTID set (`uuid:1-5:7,uuid2:1-3`).

@@ -183,6 +183,54 @@ impl SchemaCache {
     }
 }
 
+impl SchemaCache {
+    /// Every table as one `CREATE TABLE` statement per line (sorted by table),
+    /// which [`SchemaCache::from_ddl`] reads back. Stored with binlog
+    /// positions, so a restarted source decodes with the schemas that were in
+    /// force at its position, not the (possibly newer) current ones.
+    pub(crate) fn to_ddl(&self) -> String {
+        let mut ids: Vec<&TableId> = self.tables.keys().collect();
+        ids.sort();
+        let mut out = String::new();
+        for id in ids {
+            let info = &self.tables[id];
+            out.push_str("CREATE TABLE ");
+            out.push_str(&quote_ident(id.database()));
+            out.push('.');
+            out.push_str(&quote_ident(id.table()));
+            out.push_str(" (");
+            for (i, (column, ty)) in info.schema.columns().iter().zip(&info.types).enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(&quote_ident(&column.name));
+                out.push(' ');
+                out.push_str(&ty.to_sql());
+                if !column.nullable {
+                    out.push_str(" NOT NULL");
+                }
+            }
+            let key: Vec<String> = info.schema.primary_key_names().map(quote_ident).collect();
+            if !key.is_empty() {
+                out.push_str(", PRIMARY KEY (");
+                out.push_str(&key.join(", "));
+                out.push(')');
+            }
+            out.push_str(")\n");
+        }
+        out
+    }
+
+    /// Reads back [`SchemaCache::to_ddl`]'s text.
+    pub(crate) fn from_ddl(text: &str, filter: &TableFilter) -> Result<SchemaCache, SourceError> {
+        let mut cache = SchemaCache::default();
+        for line in text.lines().filter(|l| !l.is_empty()) {
+            super::ddl::apply(&mut cache, filter, "", line)?;
+        }
+        Ok(cache)
+    }
+}
+
 /// A SQL string literal (for identifiers compared as values in catalog queries).
 pub(crate) fn quote(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
