@@ -19,6 +19,7 @@ use fjord_format::arrow_log::{ArrowCompression, ArrowLogEncoder};
 use fjord_format::arrow_schema::to_arrow_schema;
 use fjord_format::fixtures::{user_behavior_batch, user_behavior_schema};
 use fjord_format::log_batch::BatchHeader;
+use fjord_format::projection::ProjectionPlan;
 
 /// Records per batch: about what a 2 MiB uncompressed batch holds for this
 /// schema (the seed writer's batches held ~53k records).
@@ -180,6 +181,39 @@ fn bench(c: &mut Criterion) {
                 })
             })
         });
+    }
+    group.finish();
+
+    // The server's fetch path with projection pushdown: no decoding, so the
+    // cost is per batch (metadata rewrite, copy of the kept bytes, CRC).
+    let mut group = c.benchmark_group("projection");
+    group.throughput(Throughput::Elements(ROWS as u64));
+    group.sample_size(20);
+    let table = user_behavior_schema();
+    for (name, compression) in COMPRESSIONS {
+        let mut encoder = ArrowLogEncoder::new(schema.clone(), compression).expect("encoder");
+        let mut stored = Vec::new();
+        encoder
+            .encode(&batch, &header, None, &mut stored)
+            .expect("encode");
+        for columns in [&[0usize][..], &[0, 3][..]] {
+            let plan = ProjectionPlan::new(&table, 0, columns).expect("plan");
+            let mut out = Vec::with_capacity(stored.len());
+            group.bench_function(
+                BenchmarkId::new(format!("{name}/cols{columns:?}"), ROWS),
+                |b| {
+                    b.iter_custom(|iters| {
+                        cpu_time(iters, || {
+                            out.clear();
+                            black_box(
+                                plan.project(&stored, &mut out, usize::MAX)
+                                    .expect("project"),
+                            );
+                        })
+                    })
+                },
+            );
+        }
     }
     group.finish();
 }
