@@ -141,6 +141,9 @@ impl MariaDb {
             .arg("--no-defaults")
             .arg(format!("--datadir={}", datadir.display()))
             .arg("--auth-root-authentication-method=normal")
+            // A private tmpdir: concurrent bootstraps in a shared /tmp can
+            // collide on their temporary table files.
+            .arg(format!("--tmpdir={}", dir.path().display()))
             .arg("--skip-test-db")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -163,6 +166,7 @@ impl MariaDb {
                 .arg("--bind-address=127.0.0.1")
                 .arg(format!("--socket={}", dir.path().join("sock").display()))
                 .arg(format!("--pid-file={}", dir.path().join("pid").display()))
+                .arg(format!("--tmpdir={}", dir.path().display()))
                 .arg(format!(
                     "--log-error={}",
                     dir.path().join("error.log").display()

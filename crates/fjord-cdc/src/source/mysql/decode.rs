@@ -102,9 +102,17 @@ impl<'a> Cursor<'a> {
     #[inline]
     fn le(&mut self, n: usize) -> Result<u64, Malformed> {
         let s = self.take(n)?;
-        Ok(s.iter()
-            .rev()
-            .fold(0u64, |acc, &b| (acc << 8) | u64::from(b)))
+        // Fixed-width fast paths for the integer widths rows use most.
+        Ok(match *s {
+            [a] => u64::from(a),
+            [a, b] => u64::from(u16::from_le_bytes([a, b])),
+            [a, b, c, d] => u64::from(u32::from_le_bytes([a, b, c, d])),
+            [a, b, c, d, e, f, g, h] => u64::from_le_bytes([a, b, c, d, e, f, g, h]),
+            _ => s
+                .iter()
+                .rev()
+                .fold(0u64, |acc, &b| (acc << 8) | u64::from(b)),
+        })
     }
 
     fn lenenc(&mut self) -> Result<u64, Malformed> {
@@ -345,10 +353,15 @@ impl RowDecoder {
                 (field::YEAR, Base::Year) => Col::Year,
                 (field::FLOAT, Base::Float) => Col::Float,
                 (field::DOUBLE, Base::Double) => Col::Double,
-                (field::NEWDECIMAL, Base::Decimal) => Col::Decimal {
-                    precision: (meta >> 8) as u8,
-                    scale: (meta & 0xff) as u8,
-                },
+                (field::NEWDECIMAL, Base::Decimal) => {
+                    let (precision, scale) = ((meta >> 8) as u8, (meta & 0xff) as u8);
+                    // The binlog's metadata must agree with the schema: the
+                    // decimal's bytes and digits are sized from it.
+                    if precision != ty.precision || scale != ty.scale {
+                        return Err(mismatch(schema, i, code, ty));
+                    }
+                    Col::Decimal { precision, scale }
+                }
                 (field::BIT, Base::Bit) => {
                     let bits_rem = (meta >> 8) as u8;
                     let full = (meta & 0xff) as u8;
@@ -358,9 +371,13 @@ impl RowDecoder {
                     }
                 }
                 (field::DATE | field::NEWDATE, Base::Date) => Col::Date,
-                (field::TIME2, Base::Time) => Col::Time2 { fsp: meta as u8 },
-                (field::DATETIME2, Base::DateTime) => Col::DateTime2 { fsp: meta as u8 },
-                (field::TIMESTAMP2, Base::Timestamp) => Col::Timestamp2 { fsp: meta as u8 },
+                (field::TIME2, Base::Time) if meta <= 6 => Col::Time2 { fsp: meta as u8 },
+                (field::DATETIME2, Base::DateTime) if meta <= 6 => {
+                    Col::DateTime2 { fsp: meta as u8 }
+                }
+                (field::TIMESTAMP2, Base::Timestamp) if meta <= 6 => {
+                    Col::Timestamp2 { fsp: meta as u8 }
+                }
                 (field::TIMESTAMP, Base::Timestamp) => Col::TimestampOld,
                 (
                     field::VARCHAR | field::VAR_STRING,
@@ -512,13 +529,23 @@ impl RowDecoder {
         } else {
             present
         };
+        let present_count = count_ones(present, count);
+        let present_after_count = count_ones(present_after, count);
         let mut rows = 0u64;
         while c.remaining() > 0 {
-            let before_or_only = self.decode_row(&mut c, present, batch, slot, scratch)?;
+            let before_or_only =
+                self.decode_row(&mut c, present, present_count, batch, slot, scratch)?;
             let change = rows;
             rows += 1;
             if is_update {
-                let after = self.decode_row(&mut c, present_after, batch, slot, scratch)?;
+                let after = self.decode_row(
+                    &mut c,
+                    present_after,
+                    present_after_count,
+                    batch,
+                    slot,
+                    scratch,
+                )?;
                 if change >= skip {
                     batch.push_update(slot, before_or_only, after);
                 }
@@ -542,11 +569,11 @@ impl RowDecoder {
         &self,
         c: &mut Cursor<'_>,
         present: &[u8],
+        present_count: usize,
         batch: &mut EventBatch,
         slot: TableSlot,
         scratch: &mut Scratch,
     ) -> Result<crate::row::RowHandle, DecodeFailure> {
-        let present_count: usize = present.iter().map(|b| b.count_ones() as usize).sum();
         let nulls = c.take(present_count.div_ceil(8))?;
         let mut w = batch.row_writer(slot);
         let mut image_index = 0usize;
@@ -567,6 +594,17 @@ impl RowDecoder {
         w.finish()
             .map_err(|e| DecodeFailure::Other(SourceError::Decode(e.to_string())))
     }
+}
+
+/// Set bits among the first `n` of a column bitmap (bits past the last column
+/// do not count, whatever the server left in them).
+fn count_ones(bitmap: &[u8], n: usize) -> usize {
+    let full = n / 8;
+    let mut ones: usize = bitmap[..full].iter().map(|b| b.count_ones() as usize).sum();
+    if !n.is_multiple_of(8) {
+        ones += (bitmap[full] & ((1u8 << (n % 8)) - 1)).count_ones() as usize;
+    }
+    ones
 }
 
 enum DecodeFailure {
@@ -811,6 +849,98 @@ mod tests {
         let mut buf = [0u8; 96];
         assert!(decode_decimal(&[0x80, 0xff, 0xff], 5, 2, &mut buf).is_err());
         assert!(decode_decimal(&[0x80], 5, 2, &mut buf).is_err());
+    }
+
+    fn test_table() -> TableInfo {
+        use crate::schema::TableId;
+        use crate::source::mysql::schema_cache::{ColumnDef, TableInfo};
+        let defs: Vec<ColumnDef> = [
+            ("a", "bigint"),
+            ("b", "varchar(16)"),
+            ("c", "timestamp(3)"),
+            ("d", "decimal(30,5)"),
+            ("e", "enum('x','y')"),
+            ("f", "set('p','q')"),
+            ("g", "time(6)"),
+            ("h", "bit(9)"),
+            ("i", "blob"),
+        ]
+        .iter()
+        .map(|(n, t)| ColumnDef {
+            name: n.to_string(),
+            ty: MySqlType::parse(t, None).unwrap(),
+            nullable: true,
+        })
+        .collect();
+        TableInfo::build(TableId::new("d", "t"), 1, &defs, &[]).unwrap()
+    }
+
+    fn test_map() -> TableMap {
+        TableMap {
+            table_id: 1,
+            database: "d".into(),
+            table: "t".into(),
+            columns: vec![
+                (field::LONGLONG, 0),
+                (field::VARCHAR, 16),
+                (field::TIMESTAMP2, 3),
+                (field::NEWDECIMAL, 30 << 8 | 5),
+                (field::STRING, u16::from(field::ENUM) << 8 | 1),
+                (field::STRING, u16::from(field::SET) << 8 | 1),
+                (field::TIME2, 6),
+                (field::BIT, 1 << 8 | 1),
+                (field::BLOB, 2),
+            ],
+        }
+    }
+
+    #[test]
+    fn random_rows_event_bodies_never_panic() {
+        let info = test_table();
+        let decoder = RowDecoder::new(&test_map(), &info).unwrap();
+        let mut scratch = Scratch::default();
+        let mut batch = EventBatch::default();
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for round in 0..20_000 {
+            let len = (next() % 96) as usize;
+            // A plausible header (table id, flags, column count 9, full
+            // bitmaps) followed by random bytes, or entirely random bytes.
+            let mut body: Vec<u8> = if round % 2 == 0 {
+                vec![1, 0, 0, 0, 0, 0, 0, 0, 9, 0xff, 0x01]
+            } else {
+                Vec::new()
+            };
+            body.extend((0..len).map(|_| next() as u8));
+            let kind = [
+                rows_event::WRITE_V1,
+                rows_event::UPDATE_V1,
+                rows_event::DELETE_V2,
+            ][round % 3];
+            batch.clear();
+            let slot = batch.table_slot(&decoder.schema);
+            let _ = decoder.decode_event(kind, &body, &mut batch, slot, 0, &mut scratch);
+            let _ = TableMap::parse(&body);
+        }
+    }
+
+    #[test]
+    fn mismatched_binlog_metadata_is_refused_when_preparing() {
+        let info = test_table();
+        let mut map = test_map();
+        map.columns[3] = (field::NEWDECIMAL, 80 << 8 | 90); // impossible decimal
+        assert!(RowDecoder::new(&map, &info).is_err());
+        let mut map = test_map();
+        map.columns[2] = (field::TIMESTAMP2, 200); // impossible fsp
+        assert!(RowDecoder::new(&map, &info).is_err());
+        let mut map = test_map();
+        map.columns.pop();
+        assert!(RowDecoder::new(&map, &info).is_err());
     }
 
     #[test]
