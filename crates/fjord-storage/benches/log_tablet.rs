@@ -81,6 +81,40 @@ fn append(c: &mut Criterion) {
     group.finish();
 }
 
+/// Group commit: four producers append 16 KiB batches with fsync durability
+/// and share fsyncs. Throughput counts every producer's batches.
+fn group_commit(c: &mut Criterion) {
+    const PRODUCERS: u64 = 4;
+    const SIZE: usize = 16 << 10;
+    let mut group = c.benchmark_group("append_group_commit");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(10));
+    let dir = tempfile::tempdir_in(bench_dir()).expect("tempdir");
+    let t =
+        LogTablet::open(Arc::new(OsFs), dir.path(), config(Durability::Fsync), 0).expect("open");
+    group.throughput(Throughput::Bytes(SIZE as u64));
+    group.bench_function(BenchmarkId::new("fsync_4_producers", SIZE), |b| {
+        b.iter_custom(|iters| {
+            let start = std::time::Instant::now();
+            std::thread::scope(|s| {
+                for _ in 0..PRODUCERS {
+                    s.spawn(|| {
+                        let mut batch = one_batch(SIZE);
+                        for _ in 0..iters.div_ceil(PRODUCERS) {
+                            let info = t.append(&mut batch, 0).expect("append");
+                            t.wait_durable(info.last_offset).expect("durable");
+                        }
+                    });
+                }
+            });
+            let elapsed = start.elapsed();
+            t.enforce_retention(0).expect("retention");
+            elapsed
+        })
+    });
+    group.finish();
+}
+
 fn sequential_read(c: &mut Criterion) {
     let mut group = c.benchmark_group("read");
     group.sample_size(10);
@@ -122,5 +156,5 @@ fn sequential_read(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, append, sequential_read);
+criterion_group!(benches, append, group_commit, sequential_read);
 criterion_main!(benches);

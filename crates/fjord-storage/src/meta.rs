@@ -26,7 +26,9 @@ pub const TMP_SUFFIX: &str = ".tmp";
 
 const CHECKPOINT_MAGIC: [u8; 4] = *b"FJRP";
 const CHECKPOINT_VERSION: u16 = 1;
-const CHECKPOINT_BYTES: usize = 24;
+/// Exact size of a version-1 checkpoint file; larger files are refused
+/// before they are read.
+pub const CHECKPOINT_BYTES: usize = 24;
 
 /// Writes `bytes` to `dir/name` atomically: a crash leaves either the old
 /// file or the new one, never a mix.

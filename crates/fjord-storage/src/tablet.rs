@@ -1076,14 +1076,17 @@ fn recover(fs: &dyn Fs, dir: &Path, config: &LogConfig) -> Result<Recovered> {
     }
     let clean = fs.exists(&dir.join(CLEAN_SHUTDOWN_FILE));
     let checkpoint_path = dir.join(CHECKPOINT_FILE);
-    let recovery_point = match meta::read_small(fs, &checkpoint_path, 1024)? {
-        None => 0,
-        Some(bytes) => meta::decode_checkpoint(&bytes).map_err(|reason| StorageError::BadFile {
-            path: checkpoint_path.clone(),
-            kind: "recovery-point checkpoint",
-            reason,
-        })?,
-    };
+    let recovery_point =
+        match meta::read_small(fs, &checkpoint_path, meta::CHECKPOINT_BYTES as u64)? {
+            None => 0,
+            Some(bytes) => {
+                meta::decode_checkpoint(&bytes).map_err(|reason| StorageError::BadFile {
+                    path: checkpoint_path.clone(),
+                    kind: "recovery-point checkpoint",
+                    reason,
+                })?
+            }
+        };
 
     if bases.is_empty() {
         if recovery_point > 0 {
