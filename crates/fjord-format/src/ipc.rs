@@ -155,3 +155,78 @@ pub(crate) fn parse_batch_message(bytes: &[u8]) -> Result<IpcBatchMessage<'_>, I
         body_len,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arrow_log::{ArrowCompression, ArrowLogEncoder};
+    use crate::arrow_schema::to_arrow_schema;
+    use crate::fixtures::{nested_batch, nested_schema};
+    use crate::log_batch::{BatchHeader, V0_HEADER_SIZE};
+
+    /// A valid IPC message (the records section of an encoded V0 batch).
+    fn message() -> Vec<u8> {
+        let schema = nested_schema();
+        let mut encoder = ArrowLogEncoder::new(to_arrow_schema(&schema), ArrowCompression::None)
+            .expect("encoder");
+        let mut out = Vec::new();
+        encoder
+            .encode(
+                &nested_batch(5),
+                &BatchHeader::append_only(0, 0),
+                None,
+                &mut out,
+            )
+            .expect("encode");
+        out.split_off(V0_HEADER_SIZE)
+    }
+
+    fn check(bytes: &[u8], expected: IpcMessageError) {
+        match parse_batch_message(bytes) {
+            Ok(_) => panic!("expected {expected:?}"),
+            Err(e) => assert_eq!(e, expected),
+        }
+    }
+
+    #[test]
+    fn a_valid_message_parses_with_aligned_body() {
+        let bytes = message();
+        let parsed = parse_batch_message(&bytes).unwrap();
+        assert_eq!(parsed.body_start % IPC_ALIGNMENT, 0);
+        assert_eq!(parsed.body_start + parsed.body_len, bytes.len());
+        assert_eq!(parsed.batch.length(), 5);
+    }
+
+    #[test]
+    fn each_defect_is_named() {
+        let good = message();
+        check(&good[..7], IpcMessageError::TooShort { len: 7 });
+        let mut bad = good.clone();
+        bad[0] = 0;
+        check(&bad, IpcMessageError::NoContinuation);
+        let mut bad = good.clone();
+        bad[4..8].copy_from_slice(&(-1i32).to_le_bytes());
+        check(
+            &bad,
+            IpcMessageError::BadMetadataSize {
+                size: -1,
+                available: good.len() - 8,
+            },
+        );
+        let mut bad = good.clone();
+        bad[8..16].fill(0xEE);
+        assert!(matches!(
+            parse_batch_message(&bad),
+            Err(IpcMessageError::BadFlatbuffer(_))
+        ));
+        let parsed = parse_batch_message(&good).unwrap();
+        let truncated = &good[..good.len() - 8];
+        check(
+            truncated,
+            IpcMessageError::BadBodyLength {
+                body_len: parsed.body_len as i64,
+                available: parsed.body_len - 8,
+            },
+        );
+    }
+}
