@@ -9,7 +9,7 @@ use fjord_format::log_batch::LogBatchError;
 /// Everything a log tablet or the log manager can refuse or fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
-    /// A batch in an append failed validation (Fluss `CORRUPT_MESSAGE`).
+    /// A batch in an append failed validation (Fluss `CORRUPT_MESSAGE`, code 3).
     #[error("corrupt log batch at byte {position} of the append: {source}")]
     CorruptBatch {
         /// Byte position of the bad batch within the appended buffer.
@@ -18,13 +18,13 @@ pub enum StorageError {
         #[source]
         source: LogBatchError,
     },
-    /// An append held no batch at all (Fluss `CORRUPT_MESSAGE`).
+    /// An append held no batch at all (Fluss `CORRUPT_MESSAGE`, code 3).
     #[error("append of {len} bytes holds no complete log batch")]
     EmptyAppend {
         /// Size of the appended buffer.
         len: usize,
     },
-    /// A batch exceeds the configured maximum (Fluss `RECORD_TOO_LARGE_EXCEPTION`).
+    /// A batch exceeds the configured maximum (Fluss `RECORD_TOO_LARGE_EXCEPTION`, code 13).
     #[error("log batch of {size} bytes exceeds the {max}-byte limit (log.batch.max-size)")]
     BatchTooLarge {
         /// Size of the batch.
@@ -33,7 +33,7 @@ pub enum StorageError {
         max: usize,
     },
     /// A read or truncation names an offset outside the log
-    /// (Fluss `LOG_OFFSET_OUT_OF_RANGE_EXCEPTION`).
+    /// (Fluss `LOG_OFFSET_OUT_OF_RANGE_EXCEPTION`, code 19).
     #[error("offset {offset} is out of range: the log holds [{log_start}, {log_end})")]
     OffsetOutOfRange {
         /// Requested offset.
@@ -44,7 +44,7 @@ pub enum StorageError {
         log_end: i64,
     },
     /// An idempotent writer's batch sequence does not follow its last one
-    /// (Fluss `OUT_OF_ORDER_SEQUENCE_EXCEPTION`).
+    /// (Fluss `OUT_OF_ORDER_SEQUENCE_EXCEPTION`, code 31).
     #[error(
         "out of order batch sequence for writer {writer_id}: got {batch_sequence}, last appended {last_sequence}"
     )]
@@ -56,7 +56,8 @@ pub enum StorageError {
         /// Last sequence appended for this writer (-1 if none is known).
         last_sequence: i32,
     },
-    /// The disk is full (Fluss `STORAGE_EXCEPTION`); the append was not applied.
+    /// The disk is full (Fluss `LOG_STORAGE_EXCEPTION`, code 10); the append
+    /// was not applied.
     #[error("storage full while {context} {path}")]
     StorageFull {
         /// What was being done.
@@ -64,7 +65,7 @@ pub enum StorageError {
         /// The file involved.
         path: PathBuf,
     },
-    /// An I/O error (Fluss `STORAGE_EXCEPTION`).
+    /// An I/O error (Fluss `LOG_STORAGE_EXCEPTION`, code 10).
     #[error("I/O error while {context} {path}: {source}")]
     Io {
         /// What was being done.
@@ -77,14 +78,15 @@ pub enum StorageError {
     },
     /// The tablet went offline after an fsync failure; it is never retried
     /// because the kernel may have dropped the dirty pages
-    /// (Fluss `STORAGE_EXCEPTION`; the bucket needs a restart).
+    /// (Fluss `LOG_STORAGE_EXCEPTION`, code 10; the bucket needs a restart).
     #[error("log tablet {dir} is offline after an fsync failure; restart to recover")]
     Offline {
         /// The tablet directory.
         dir: PathBuf,
     },
     /// A read touched a range that failed validation below the recovery
-    /// point; it is refused rather than truncated (Fluss `CORRUPT_MESSAGE`).
+    /// point; it is refused rather than truncated (Fluss
+    /// `CORRUPT_RECORD_EXCEPTION`, code 14).
     #[error(
         "offsets [{from_offset}, {to_offset}) of segment {segment} are damaged (corrupt below the recovery point) and are not served"
     )]

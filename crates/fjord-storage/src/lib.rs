@@ -18,6 +18,25 @@
 //! - [`config`], [`error`]: options with their limits; typed errors.
 //!
 //! The on-disk format is specified in `docs/FORMAT.md`.
+//!
+//! # How the server uses it
+//!
+//! ```text
+//! start-up   LogManager::new(Arc::new(OsFs), data_dir)
+//!            for tb in manager.discover()? { manager.open_tablet(tb, config, now_ms)? }
+//! produce    spawn_blocking: info = tablet.append(&mut records, now_ms)?        // pwrite, may roll
+//!                            if tablet.ack_needs_sync() { tablet.wait_durable(info.last_offset)? }
+//!            reply with info.first_offset (base offset); info.duplicate = retried batch
+//! fetch      tablet.read(fetch_offset, max_bytes)? -> ReadResult { records: Bytes, high_watermark, .. }
+//! offsets    log_start_offset() / high_watermark() / offset_for_timestamp(ts)?
+//! background every ~1 s: manager.run_maintenance(now_ms, checkpoint_due)
+//! shutdown   manager.close_all(now_ms)
+//! ```
+//!
+//! `append` and `wait_durable` block on file I/O (and `append` may fsync in
+//! interval mode or when it rolls a segment), so an async server calls them
+//! from `spawn_blocking` (or a dedicated I/O thread); `read` does one or a
+//! few `pread`s and may also be run there. Nothing here spawns threads.
 
 pub mod config;
 pub mod error;
