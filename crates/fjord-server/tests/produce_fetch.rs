@@ -120,6 +120,13 @@ async fn produced_batch_is_fetched_back_with_high_watermark() {
         (0..15).collect::<Vec<_>>()
     );
 
+    // Fluss's FETCH_FROM_EARLIEST_OFFSET (-2) reads from the log start.
+    let got = fetch_one(&mut c, fetch(info.table_id, 1, -2, None, 0)).await;
+    assert_eq!(
+        ids_of(&decode_all(&got.records.unwrap(), full_schema())),
+        (0..15).collect::<Vec<_>>()
+    );
+
     // From the middle of the log: starts at the batch holding offset 12.
     let got = fetch_one(&mut c, fetch(info.table_id, 1, 12, None, 0)).await;
     assert_eq!(

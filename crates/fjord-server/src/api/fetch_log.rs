@@ -26,6 +26,10 @@ use crate::metrics::Metrics;
 use crate::node::Node;
 use crate::replica::{Replica, TableBucket};
 
+/// Fluss's `FetchParams.FETCH_FROM_EARLIEST_OFFSET`: a fetch offset meaning
+/// "the log start offset", sent by clients subscribed at `EARLIEST_OFFSET`.
+const FETCH_FROM_EARLIEST_OFFSET: i64 = -2;
+
 /// One bucket of the request, resolved once.
 struct BucketTarget {
     bucket_id: i32,
@@ -174,7 +178,13 @@ async fn read_all(
                     let hw = replica.tablet.high_watermark();
                     return Ok((Bytes::new(), hw, replica.tablet.log_start_offset()));
                 }
-                let read = replica.read(b.fetch_offset, budget).await?;
+                // Fluss's FETCH_FROM_EARLIEST_OFFSET: read from the log start.
+                let offset = if b.fetch_offset == FETCH_FROM_EARLIEST_OFFSET {
+                    replica.tablet.log_start_offset()
+                } else {
+                    b.fetch_offset
+                };
+                let read = replica.read(offset, budget).await?;
                 let records = match plan {
                     Some(plan) if !read.records.is_empty() => project(plan, &read.records, budget)?,
                     _ => read.records,
