@@ -90,3 +90,23 @@ fn snapshot_mode_reads_the_table_and_ends() {
         ["insert app.t after=[2]", "insert app.t after=[3]"]
     );
 }
+
+#[test]
+fn idle_source_returns_empty_batches_with_its_position() {
+    let db = setup();
+    let mut source = fjord_cdc::source::mysql::open(
+        config(&db, "app.t", StartupMode::LatestOffset),
+        Default::default(),
+    )
+    .expect("open");
+    for _ in 0..2 {
+        let mut batch = fjord_cdc::event::EventBatch::default();
+        let poll = source.next_batch(&mut batch).expect("batch");
+        assert_eq!(poll, fjord_cdc::source::Poll::Ready);
+        assert!(batch.is_empty());
+        assert!(
+            batch.position().is_some(),
+            "an idle batch still says where the source is"
+        );
+    }
+}
