@@ -542,3 +542,46 @@ fn segments_roll_when_the_offset_index_is_full() {
     let t = open_sim(&fs, config, 0);
     assert_eq!(read_all(&t, 0).len(), 7);
 }
+
+#[test]
+fn readers_racing_appends_and_rolls_see_only_whole_published_batches() {
+    for durability in [
+        Durability::Fsync,
+        Durability::Interval {
+            messages: 3,
+            interval_ms: 1_000_000,
+        },
+    ] {
+        let fs = SimFs::new();
+        let config = LogConfig {
+            durability,
+            ..small_config()
+        };
+        let t = Arc::new(open_sim(&fs, config, 0));
+        let writer = {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                for i in 0..300u32 {
+                    let mut b = batch(1, &[(i % 251) as u8; 100]);
+                    let info = t.append(&mut b, 0).expect("append");
+                    t.wait_durable(info.last_offset).expect("durable");
+                }
+            })
+        };
+        let mut seen = 0i64;
+        while seen < 300 {
+            let hw = t.high_watermark();
+            let r = t.read(seen, 700).expect("read below the log end");
+            let mut it = fjord_format::log_batch::LogBatches::new(&r.records);
+            for b in it.by_ref() {
+                let b = b.expect("only whole valid batches");
+                assert_eq!(b.base_offset(), seen, "contiguous");
+                assert!(b.base_offset() < r.high_watermark.max(hw));
+                assert_eq!(b.records(), &[(seen % 251) as u8; 100][..]);
+                seen += 1;
+            }
+            assert!(it.remaining().is_empty());
+        }
+        writer.join().expect("writer");
+    }
+}
