@@ -32,12 +32,13 @@ pub enum Durability {
     /// one fsync (group commit).
     Fsync,
     /// Fluss's and Kafka's default: acknowledge after the write reaches the
-    /// page cache and fsync every `messages` batches or `interval_ms`
-    /// milliseconds, whichever comes first (`log.flush.interval-messages`,
+    /// page cache and fsync once `messages` records (offsets, as Fluss
+    /// counts them) are unflushed or `interval_ms` milliseconds passed,
+    /// whichever comes first (`log.flush.interval-messages`,
     /// `log.flush.interval-ms`). A power loss can lose up to one interval of
     /// acknowledged batches; a process crash loses nothing.
     Interval {
-        /// Batches appended between fsyncs (`log.flush.interval-messages`).
+        /// Records appended between fsyncs (`log.flush.interval-messages`).
         messages: u64,
         /// Milliseconds between fsyncs (`log.flush.interval-ms`).
         interval_ms: i64,

@@ -22,7 +22,7 @@
 //! an fsync, so readers never see a batch that a power cut could take back,
 //! and the server acknowledges a produce after `wait_durable(last_offset)`.
 //! With [`Durability::Interval`] the high watermark moves at write time and
-//! the tablet fsyncs every N batches or T ms (from `append` or
+//! the tablet fsyncs every N records or T ms (from `append` or
 //! [`LogTablet::flush_if_due`]).
 //!
 //! An fsync error takes the tablet offline for good: every later call fails
@@ -103,7 +103,7 @@ struct Writer {
     bytes_since_index: u64,
     last_commit_ts: i64,
     writers: WriterStates,
-    unflushed_batches: u64,
+    unflushed_records: u64,
     last_flush_ms: i64,
 }
 
@@ -204,7 +204,7 @@ impl LogTablet {
                 bytes_since_index,
                 last_commit_ts,
                 writers,
-                unflushed_batches: 0,
+                unflushed_records: 0,
                 last_flush_ms: now_ms,
             }),
             segments: RwLock::new(Arc::new(segments)),
@@ -469,9 +469,9 @@ impl LogTablet {
         {
             active.publish(w.active_len, w.log_end);
             self.high_watermark.fetch_max(w.log_end, Ordering::AcqRel);
-            w.unflushed_batches += incoming.len() as u64;
-            if w.unflushed_batches >= messages || now_ms - w.last_flush_ms >= interval_ms {
-                w.unflushed_batches = 0;
+            w.unflushed_records += offsets as u64;
+            if w.unflushed_records >= messages || now_ms - w.last_flush_ms >= interval_ms {
+                w.unflushed_records = 0;
                 w.last_flush_ms = now_ms;
                 flush = true;
             }
@@ -596,10 +596,10 @@ impl LogTablet {
         };
         let end = {
             let mut w = lock(&self.writer);
-            if w.unflushed_batches == 0 || now_ms - w.last_flush_ms < interval_ms {
+            if w.unflushed_records == 0 || now_ms - w.last_flush_ms < interval_ms {
                 return Ok(());
             }
-            w.unflushed_batches = 0;
+            w.unflushed_records = 0;
             w.last_flush_ms = now_ms;
             w.log_end
         };
