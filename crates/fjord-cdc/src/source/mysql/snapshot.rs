@@ -109,7 +109,9 @@ pub(crate) async fn read_tables(
             quote_ident(id.database()),
             quote_ident(id.table())
         );
-        let mut result = match conn.query_iter(sql).await {
+        // The binary protocol: numbers and temporal values arrive as typed
+        // values instead of one allocated string each.
+        let mut result = match conn.exec_iter(sql, ()).await {
             Ok(r) => r,
             Err(e) => {
                 let _ = tx
@@ -215,11 +217,14 @@ impl SnapshotTable {
                     }
                 }
                 Some(other) => {
-                    return Err(SourceError::Decode(format!(
-                        "snapshot of {}, column {}: unexpected binary-protocol value {other:?}",
-                        self.schema.id(),
-                        self.schema.columns()[i].name
-                    )))
+                    if set_binary(&mut w, i, *conv, other).is_none() {
+                        return Err(SourceError::Decode(format!(
+                            "snapshot of {}, column {}: cannot read {other:?} as {}",
+                            self.schema.id(),
+                            self.schema.columns()[i].name,
+                            self.schema.columns()[i].data_type
+                        )));
+                    }
                 }
             }
         }
@@ -247,6 +252,59 @@ fn conv(data_type: DataType, ty: &MySqlType) -> Conv {
             _,
         ) => Conv::Text,
     }
+}
+
+/// Stores one binary-protocol value (numbers, dates, times); strings and
+/// decimals arrive as bytes and go through [`set`].
+fn set_binary(w: &mut RowWriter<'_>, i: usize, conv: Conv, value: &Value) -> Option<()> {
+    match (conv, value) {
+        (Conv::Int, Value::Int(v)) => w.set_i64(i, *v),
+        (Conv::Int, Value::UInt(v)) => w.set_i64(i, i64::try_from(*v).ok()?),
+        (Conv::Bool, Value::Int(v)) => w.set_bool(i, *v != 0),
+        (Conv::Bool, Value::UInt(v)) => w.set_bool(i, *v != 0),
+        (Conv::UnsignedDecimal, Value::UInt(v)) => {
+            let mut buf = itoa::Buffer::new();
+            w.set_decimal_digits(i, false, buf.format(*v).as_bytes());
+        }
+        (Conv::UnsignedDecimal, Value::Int(v)) => {
+            let mut buf = itoa::Buffer::new();
+            w.set_decimal_digits(i, false, buf.format(u64::try_from(*v).ok()?).as_bytes());
+        }
+        (Conv::Float, Value::Float(v)) => w.set_f32(i, *v),
+        (Conv::Double, Value::Double(v)) => w.set_f64(i, *v),
+        (
+            Conv::Date | Conv::DateTime,
+            Value::Date(year, month, day, hour, minute, second, micros),
+        ) => {
+            if *month == 0 || *day == 0 {
+                return Some(()); // zero date: NULL, as in the binlog phase
+            }
+            let days =
+                temporal::days_from_civil(i64::from(*year), u32::from(*month), u32::from(*day));
+            if matches!(conv, Conv::Date) {
+                w.set_i64(i, days);
+            } else {
+                let seconds = days * 86_400
+                    + i64::from(*hour) * 3600
+                    + i64::from(*minute) * 60
+                    + i64::from(*second);
+                w.set_micros(
+                    i,
+                    seconds * temporal::MICROS_PER_SECOND + i64::from(*micros),
+                );
+            }
+        }
+        (Conv::Time, Value::Time(negative, days, hours, minutes, seconds, micros)) => {
+            let total = ((i64::from(*days) * 24 + i64::from(*hours)) * 3600
+                + i64::from(*minutes) * 60
+                + i64::from(*seconds))
+                * temporal::MICROS_PER_SECOND
+                + i64::from(*micros);
+            w.set_micros(i, if *negative { -total } else { total });
+        }
+        _ => return None,
+    }
+    Some(())
 }
 
 fn parse_i64(bytes: &[u8]) -> Option<i64> {
