@@ -198,6 +198,8 @@ struct MySqlSource {
     tx_rows: u64,
     /// MariaDB standalone (DDL) transaction: ends after its one statement.
     tx_standalone: bool,
+    /// The current transaction opened with an explicit `BEGIN` query event.
+    tx_explicit: bool,
     /// Row changes to skip at the start of the first transaction after a resume.
     skip_rows: u64,
     /// `--until-current`: stop at this position.
@@ -270,6 +272,7 @@ impl MySqlSource {
             tx: None,
             tx_rows: 0,
             tx_standalone: false,
+            tx_explicit: false,
             skip_rows: 0,
             until,
             min_timestamp: None,
@@ -478,8 +481,12 @@ impl MySqlSource {
         self.stream = Some(stream);
         self.decoders.clear();
         self.ignored.clear();
+        // A dump starts between transactions (or at a transaction's first
+        // event); `skip_rows` survives: it says what to skip in that one.
         self.tx = None;
         self.tx_rows = 0;
+        self.tx_standalone = false;
+        self.tx_explicit = false;
         self.last_packet = Instant::now();
         self.phase = Phase::Binlog;
         Ok(())
@@ -625,8 +632,18 @@ impl MySqlSource {
             source: SNAPSHOT_POSITION_SOURCE.into(),
             data: String::new(),
         };
-        while !batch.is_full() {
-            match rx.recv().await {
+        let deadline = Instant::now() + IDLE_RETURN_MAX;
+        while !batch.is_full() && !self.stop.is_raised() {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            // Bounded wait, so a slow server never holds the runtime past
+            // IDLE_RETURN_MAX (the reader task keeps its place meanwhile).
+            let Ok(next) = tokio::time::timeout(deadline - now, rx.recv()).await else {
+                break;
+            };
+            match next {
                 Some(Chunk::Rows(table, rows)) => {
                     let table = &tables[table];
                     for row in &rows {
@@ -710,6 +727,7 @@ impl MySqlSource {
                     if self.tx.is_none() {
                         self.tx = Some((self.file.clone(), start_pos));
                     }
+                    self.tx_explicit = true;
                 } else if sql.eq_ignore_ascii_case("COMMIT") || sql.eq_ignore_ascii_case("ROLLBACK") {
                     self.end_tx();
                 } else {
@@ -725,7 +743,14 @@ impl MySqlSource {
                             self.schemas_changed();
                         }
                     }
-                    if self.tx_standalone || self.tx.is_none() {
+                    // A DDL is its own transaction: MariaDB flags its GTID
+                    // standalone; on MySQL it follows a GTID without BEGIN.
+                    let ddl_ends_tx = if self.mariadb {
+                        self.tx_standalone
+                    } else {
+                        !self.tx_explicit
+                    };
+                    if ddl_ends_tx || self.tx.is_none() {
                         self.end_tx();
                     }
                 }
@@ -736,9 +761,11 @@ impl MySqlSource {
                 let flags = data.get(12).copied().unwrap_or(0);
                 self.tx = Some((self.file.clone(), start_pos));
                 self.tx_standalone = flags & MARIADB_GTID_FL_STANDALONE != 0;
+                self.tx_explicit = false;
             }
             event_type::MYSQL_GTID | event_type::MYSQL_ANONYMOUS_GTID => {
                 self.tx = Some((self.file.clone(), start_pos));
+                self.tx_explicit = false;
             }
             event_type::ROTATE => {
                 // position u64, then the file name. The artificial ROTATE that
@@ -781,14 +808,14 @@ impl MySqlSource {
         self.min_timestamp.is_some_and(|min| timestamp < min)
     }
 
+    /// The current transaction is complete: the position moves past it and
+    /// nothing is left to skip (a resume only ever skips inside one transaction).
     fn end_tx(&mut self) {
-        if self.tx.take().is_some() && self.tx_rows > 0 {
-            // The first transaction after a resume is done: nothing left to skip.
-            self.skip_rows = 0;
-        }
+        self.tx = None;
         self.skip_rows = 0;
         self.tx_rows = 0;
         self.tx_standalone = false;
+        self.tx_explicit = false;
     }
 
     async fn table_map(&mut self, data: &[u8]) -> Result<(), SourceError> {
