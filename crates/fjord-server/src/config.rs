@@ -281,6 +281,10 @@ pub struct ServerConfig {
     /// The id this node announces as coordinator and tablet server
     /// (`tablet-server.id`, default 0).
     pub node_id: i32,
+    /// Host announced to clients in MetaData answers
+    /// (`fjord.server.advertised-host`); default: the bound IP, or
+    /// 127.0.0.1 when bound to a wildcard address.
+    pub advertised_host: Option<String>,
     /// See [`FRAME_BYTES_MAX_DEFAULT`].
     pub frame_bytes_max: usize,
     /// See [`IN_FLIGHT_PER_CONNECTION_MAX_DEFAULT`].
@@ -305,6 +309,9 @@ impl ServerConfig {
         Ok(Self {
             data_dir,
             node_id: options.parse("tablet-server.id", 0)?,
+            advertised_host: options
+                .get("fjord.server.advertised-host")
+                .map(str::to_owned),
             frame_bytes_max: options
                 .bytes("fjord.server.frame-bytes-max", FRAME_BYTES_MAX_DEFAULT)?,
             in_flight_per_connection_max: options.positive(

@@ -24,6 +24,9 @@ pub struct Node {
     pub advertised_host: String,
     /// Port clients should connect to, announced in MetaData responses.
     pub advertised_port: i32,
+    /// The ApiVersions answer: every served key and version (fjord-proto's
+    /// table, the same one its request decoder enforces), built once.
+    pub api_versions: Vec<fjord_proto::messages::PbApiVersion>,
     /// Request and byte counters for the Prometheus endpoint.
     pub metrics: Arc<Metrics>,
     /// Becomes `true` when the server begins shutting down; long-polls and

@@ -64,14 +64,15 @@ impl Server {
         for table in catalog.all_tables() {
             replicas.create_table(&table)?;
         }
-        let advertised_host = match config.options.get("fjord.server.advertised-host") {
-            Some(h) => h.to_owned(),
+        let advertised_host = match &config.advertised_host {
+            Some(h) => h.clone(),
             // A wildcard address is not something a client can dial.
             None if local_addr.ip().is_unspecified() => "127.0.0.1".to_owned(),
             None => local_addr.ip().to_string(),
         };
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let node = Arc::new(Node {
+            api_versions: fjord_proto::ApiKey::served_api_versions(),
             advertised_host,
             advertised_port: i32::from(local_addr.port()),
             config,

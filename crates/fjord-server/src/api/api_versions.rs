@@ -6,20 +6,13 @@
 //! check when the field is absent.
 
 use fjord_proto::messages as pb;
-use fjord_proto::ApiKey;
 
 use crate::node::Node;
 
-/// Answers with the served versions.
-pub fn handle(_node: &Node, _request: pb::ApiVersionsRequest) -> pb::ApiVersionsResponse {
+/// Answers with the served versions (built once at start-up).
+pub fn handle(node: &Node, _request: pb::ApiVersionsRequest) -> pb::ApiVersionsResponse {
     pb::ApiVersionsResponse {
-        api_versions: ApiKey::served()
-            .map(|(key, range)| pb::PbApiVersion {
-                api_key: i32::from(key.id()),
-                min_version: i32::from(range.min),
-                max_version: i32::from(range.max),
-            })
-            .collect(),
+        api_versions: node.api_versions.clone(),
         server_type: None,
     }
 }
