@@ -148,6 +148,8 @@ pub struct DebeziumSource<R: BufRead + Send> {
     db_buf: Vec<u8>,
     schema_buf: Vec<u8>,
     table_buf: Vec<u8>,
+    /// The last envelope schema seen, for the byte-identical fast path.
+    last_schema: Vec<u8>,
     stop: StopFlag,
     ended: bool,
     /// Counts batches so per-batch table slots can be told apart.
@@ -198,6 +200,7 @@ impl<R: BufRead + Send> DebeziumSource<R> {
             db_buf: Vec::new(),
             schema_buf: Vec::new(),
             table_buf: Vec::new(),
+            last_schema: Vec::new(),
             stop,
             ended: false,
             batch_serial: 0,
@@ -228,10 +231,15 @@ impl<R: BufRead + Send> DebeziumSource<R> {
         Ok(true)
     }
 
+    /// Splits one line into its envelope parts. `known_schema` is the last
+    /// envelope schema seen: when the line repeats it byte for byte (the
+    /// usual case: Kafka Connect repeats the schema on every record) it is
+    /// skipped by length instead of being scanned.
     fn parse_envelope<'l>(
         line_no: u64,
         line: &'l [u8],
         key: &mut Vec<u8>,
+        known_schema: &[u8],
     ) -> Result<Option<Envelope<'l>>, SourceError> {
         let mut s = Scanner::new(line);
         if s.at_end() || s.null().map_err(|e| scan_err(line_no, e))? {
@@ -245,7 +253,15 @@ impl<R: BufRead + Send> DebeziumSource<R> {
         while let Some(k) = s.next_key(first, key).map_err(|e| scan_err(line_no, e))? {
             first = false;
             match k {
-                b"schema" => schema = Some(s.skip_value().map_err(|e| scan_err(line_no, e))?),
+                b"schema" => {
+                    let rest = s.rest();
+                    if !known_schema.is_empty() && rest.starts_with(known_schema) {
+                        s.advance(known_schema.len());
+                        schema = Some(&rest[..known_schema.len()]);
+                    } else {
+                        schema = Some(s.skip_value().map_err(|e| scan_err(line_no, e))?);
+                    }
+                }
                 b"payload" => payload = Some(s.skip_value().map_err(|e| scan_err(line_no, e))?),
                 b"op" | b"before" | b"after" => {
                     bare = true;
@@ -383,9 +399,15 @@ impl<R: BufRead + Send> DebeziumSource<R> {
     fn process(&mut self, line: &[u8], batch: &mut EventBatch) -> Result<(), SourceError> {
         let line_no = self.line_no;
         let mut key = std::mem::take(&mut self.key_scratch);
-        let envelope = Self::parse_envelope(line_no, line, &mut key);
+        let envelope = Self::parse_envelope(line_no, line, &mut key, &self.last_schema);
         self.key_scratch = key;
         let Some(env) = envelope? else { return Ok(()) };
+        if let Some(raw) = env.schema {
+            if raw != self.last_schema.as_slice() {
+                self.last_schema.clear();
+                self.last_schema.extend_from_slice(raw);
+            }
+        }
         if env.op == b'm' {
             return Ok(());
         }

@@ -64,6 +64,19 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// The unread bytes after whitespace.
+    pub fn rest(&mut self) -> &'a [u8] {
+        self.skip_ws();
+        &self.bytes[self.pos..]
+    }
+
+    /// Skips `n` bytes that the caller knows form one complete JSON value
+    /// (a byte-identical copy of a value parsed before). JSON values are
+    /// self-delimiting, so whatever follows is still checked by the next read.
+    pub fn advance(&mut self, n: usize) {
+        self.pos = (self.pos + n).min(self.bytes.len());
+    }
+
     /// Whether only whitespace remains.
     pub fn at_end(&mut self) -> bool {
         self.skip_ws();
