@@ -3,7 +3,8 @@
 //! (default 5 000 000, generated deterministically), then
 //! 1. Fjord's MySQL source from `earliest-offset` to the position current at
 //!    start, counting events like the `values` sink (materializes nothing),
-//! 2. the same table in `snapshot` mode,
+//! 2. the same table in `snapshot` mode, and both modes through the whole
+//!    pipeline (`runtime::run`, YAML definition, `values` sink thread),
 //! 3. peers on the same binlog in the same run: `mariadb-binlog
 //!    --base64-output=decode-rows -v` to /dev/null, and the PyPI
 //!    `mysql-replication` reader (if importable; capped rows, it is slow).
@@ -140,6 +141,36 @@ fn run_source(db: &MariaDb, startup: StartupMode, label: &str) -> u64 {
     events
 }
 
+/// The whole pipeline: Flink CDC YAML, `runtime::run`, `values` sink thread,
+/// `--until-current`; its own summary (process-wide CPU).
+fn run_pipeline(db: &MariaDb, mode: &str) -> u64 {
+    let def = fjord_cdc::config::parse(&format!(
+        "source:\n  type: mysql\n  hostname: 127.0.0.1\n  port: {}\n  username: {}\n  password: {}\n  \
+         tables: bench.user_behavior\n  server-id: 5400-5404\n  scan.startup.mode: {mode}\n\
+         sink:\n  type: values\n  name: Values Sink\npipeline:\n  name: Sync MariaDB to Values\n  parallelism: 1\n",
+        db.port(),
+        support::REPL_USER,
+        support::REPL_PASSWORD
+    ))
+    .expect("pipeline YAML");
+    let summary = fjord_cdc::runtime::run(
+        def,
+        fjord_cdc::runtime::RunOptions {
+            until_current: true,
+            ..Default::default()
+        },
+    )
+    .expect("pipeline run");
+    println!(
+        "{{\"reader\":\"fjord pipeline run ({mode}, values sink)\",\"rows\":{},\"rows_per_s\":{:.0},\"cpu_ns_per_row\":{:.1},\"wall_s\":{:.2}}}",
+        summary.events,
+        summary.events_per_s(),
+        summary.cpu_ns_per_event(),
+        summary.elapsed.as_secs_f64()
+    );
+    summary.events
+}
+
 fn run_mariadb_binlog(db: &MariaDb, rows: u64) {
     let file = db.datadir().join("binlog.000001");
     let child_cpu0 = cpu_seconds().1;
@@ -161,14 +192,14 @@ fn run_mariadb_binlog(db: &MariaDb, rows: u64) {
     );
 }
 
-fn run_python(db: &MariaDb) {
+fn run_python(db: &MariaDb, rows: u64) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/pyrepl_count.py");
     let out = Command::new("python3")
         .arg(script)
         .arg(db.port().to_string())
         .arg(support::REPL_USER)
         .arg(support::REPL_PASSWORD)
-        .arg(PYTHON_ROWS_MAX.to_string())
+        .arg(PYTHON_ROWS_MAX.min(rows).to_string())
         .output()
         .expect("run python3");
     if out.status.success() {
@@ -208,5 +239,7 @@ fn bench_user_behavior_binlog_and_snapshot() {
     }
     let events = run_source(&db, StartupMode::Snapshot, "snapshot");
     assert_eq!(events, rows);
-    run_python(&db);
+    assert_eq!(run_pipeline(&db, "earliest-offset"), rows + 1); // + create_table
+    assert_eq!(run_pipeline(&db, "snapshot"), rows);
+    run_python(&db, rows);
 }
