@@ -27,6 +27,11 @@ struct Fixture {
 fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
     FIXTURE.get_or_init(|| {
+        // decode_log_batch turns panics inside arrow-rs into errors with
+        // catch_unwind; libfuzzer-sys's hook would abort at panic time,
+        // before that. Panics that escape our code still abort the run:
+        // libfuzzer-sys aborts on any panic that reaches it.
+        std::panic::set_hook(Box::new(|_| {}));
         let schema = nested_schema();
         let plans = PROJECTIONS
             .iter()

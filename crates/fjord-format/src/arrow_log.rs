@@ -31,7 +31,7 @@ use arrow_ipc::writer::{IpcWriteOptions, StreamWriter};
 use arrow_ipc::{CompressionType, MetadataVersion};
 use arrow_schema::{ArrowError, SchemaRef};
 
-use crate::ipc::{parse_batch_message, IpcMessageError};
+use crate::ipc::{check_nodes, parse_batch_message, IpcMessageError};
 use crate::log_batch::{self, BatchHeader, LogBatch, LogBatchError, APPEND_ONLY_FLAG_MASK};
 use crate::records::{split_batch, SplitError};
 use crate::schema::{TABLE_LOG_ARROW_COMPRESSION_TYPE, TABLE_LOG_ARROW_COMPRESSION_ZSTD_LEVEL};
@@ -190,6 +190,10 @@ pub enum ArrowLogError {
         /// Rows in the decoded batch.
         actual: usize,
     },
+    /// The Arrow data is inconsistent in a way arrow-rs only detects by
+    /// panicking (caught and reported here).
+    #[error("malformed Arrow data: {0}")]
+    MalformedArrow(String),
     /// The `RecordBatch` to encode does not have the encoder's schema.
     #[error("record batch schema does not match the table's Arrow schema")]
     SchemaMismatch,
@@ -449,6 +453,7 @@ pub fn decode_log_batch_from_slice(
 pub fn decode_ipc_message(ipc: &Buffer, schema: SchemaRef) -> Result<RecordBatch, ArrowLogError> {
     let parsed = parse_batch_message(ipc.as_slice())?;
     let body = ipc.slice_with_length(parsed.body_start, parsed.body_len);
+    check_nodes(&parsed, body.as_slice(), &schema)?;
     let dictionaries = std::collections::HashMap::new();
     let version = parsed.message.version();
     let decoder = arrow_ipc::reader::RecordBatchDecoder::try_new(
@@ -458,5 +463,20 @@ pub fn decode_ipc_message(ipc: &Buffer, schema: SchemaRef) -> Result<RecordBatch
         &dictionaries,
         &version,
     )?;
-    Ok(decoder.read_record_batch()?)
+    // arrow-rs 59 asserts (panics) on some malformed inputs instead of
+    // returning an error (validity buffers shorter than the node, offset
+    // buffers of odd length, ...). `check_nodes` rejects the cases we know
+    // cheaply; this turns any other such panic into an error. Sound: the
+    // decoder and everything it built are dropped with the panic.
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| decoder.read_record_batch())) {
+        Ok(result) => Ok(result?),
+        Err(panic) => {
+            let reason = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown reason".to_owned());
+            Err(ArrowLogError::MalformedArrow(reason))
+        }
+    }
 }

@@ -13,6 +13,7 @@
 //! (a produce request or a segment file), and must never cause a panic.
 
 use arrow_ipc::{Message, MessageHeader, RecordBatch as IpcRecordBatch};
+use arrow_schema::DataType as ArrowType;
 
 /// Marker opening every encapsulated IPC message since Arrow 0.15.
 pub(crate) const CONTINUATION_MARKER: [u8; 4] = [0xFF; 4];
@@ -25,6 +26,135 @@ pub(crate) const IPC_ALIGNMENT: usize = 8;
 #[inline]
 pub(crate) const fn align8(n: usize) -> usize {
     (n + IPC_ALIGNMENT - 1) & !(IPC_ALIGNMENT - 1)
+}
+
+/// Largest decoded (decompressed) body a batch may declare. A client batch
+/// is ~2 MiB by default and a Fluss batch at most a few MiB compressed; this
+/// bounds what a corrupt or hostile uncompressed-length prefix can make the
+/// decoder allocate (arrow-rs allocates the declared size up front).
+pub const MAX_DECODED_BODY_BYTES: usize = 256 << 20;
+
+/// Buffers an IPC writer emits for one node of this type (Arrow Java's
+/// `TypeLayout.getTypeBufferCount`), children not included.
+pub(crate) fn own_buffer_count(data_type: &ArrowType) -> usize {
+    match data_type {
+        ArrowType::Null => 0,
+        ArrowType::Struct(_) | ArrowType::FixedSizeList(_, _) => 1,
+        ArrowType::Utf8 | ArrowType::Binary | ArrowType::LargeUtf8 | ArrowType::LargeBinary => 3,
+        _ => 2,
+    }
+}
+
+/// Appends `(tag, is_struct, own buffer count)` for a field of this type
+/// and its descendants in IPC (pre-order, depth-first) order.
+pub(crate) fn flatten_nodes<T: Copy>(
+    data_type: &ArrowType,
+    tag: T,
+    out: &mut Vec<(T, bool, usize)>,
+) {
+    out.push((
+        tag,
+        matches!(data_type, ArrowType::Struct(_)),
+        own_buffer_count(data_type),
+    ));
+    match data_type {
+        ArrowType::Struct(fields) => {
+            for f in fields {
+                flatten_nodes(f.data_type(), tag, out);
+            }
+        }
+        ArrowType::List(f)
+        | ArrowType::LargeList(f)
+        | ArrowType::FixedSizeList(f, _)
+        | ArrowType::Map(f, _) => flatten_nodes(f.data_type(), tag, out),
+        _ => {}
+    }
+}
+
+/// Checks the field nodes against what arrow-rs's decoder assumes without
+/// checking (it panics otherwise): non-negative lengths and null counts,
+/// `null_count <= length`, and — for every node with nulls — a validity
+/// buffer holding at least `length` bits (reading the uncompressed-length
+/// prefix of compressed buffers, without decompressing).
+pub(crate) fn check_nodes(
+    parsed: &IpcBatchMessage<'_>,
+    body: &[u8],
+    schema: &arrow_schema::Schema,
+) -> Result<(), IpcMessageError> {
+    let (Some(nodes), Some(buffers)) = (parsed.batch.nodes(), parsed.batch.buffers()) else {
+        return Err(IpcMessageError::MissingVector("nodes"));
+    };
+    let mut flat: Vec<((), bool, usize)> = Vec::with_capacity(nodes.len());
+    for field in schema.fields() {
+        flatten_nodes(field.data_type(), (), &mut flat);
+    }
+    let compressed = parsed.batch.compression().is_some();
+    if compressed {
+        // The decoder allocates what each length prefix says before
+        // decompressing: bound their sum before handing the body over.
+        let mut total: u64 = 0;
+        for (index, b) in buffers.iter().enumerate() {
+            let raw = &body[b.offset() as usize..(b.offset() + b.length()) as usize];
+            let declared = match raw.len() {
+                0 => 0,
+                1..=7 => -2,
+                _ => i64::from_le_bytes(raw[..8].try_into().expect("8 bytes")),
+            };
+            let bytes = match declared {
+                -1 => raw.len() as u64 - 8,
+                n if n >= 0 => n as u64,
+                _ => u64::MAX,
+            };
+            total = total.saturating_add(bytes);
+            if total > MAX_DECODED_BODY_BYTES as u64 {
+                return Err(IpcMessageError::DecodedBodyTooLarge { index, declared });
+            }
+        }
+    }
+    let mut buffer_index = 0usize;
+    for (index, node) in nodes.iter().enumerate() {
+        let (length, null_count) = (node.length(), node.null_count());
+        if length < 0 || null_count < 0 || null_count > length {
+            return Err(IpcMessageError::BadFieldNode {
+                index,
+                length,
+                null_count,
+            });
+        }
+        // More nodes than the schema implies: arrow reports that itself.
+        let Some(&(_, _, own)) = flat.get(index) else {
+            break;
+        };
+        if own > 0 && null_count > 0 {
+            if buffer_index >= buffers.len() {
+                break;
+            }
+            let b = buffers.get(buffer_index);
+            // parse_batch_message checked the buffer lies inside the body.
+            let raw = &body[b.offset() as usize..(b.offset() + b.length()) as usize];
+            let bytes = if !compressed || raw.is_empty() {
+                raw.len() as i64
+            } else if raw.len() < 8 {
+                -2
+            } else {
+                let prefix = i64::from_le_bytes(raw[..8].try_into().expect("8 bytes"));
+                if prefix == -1 {
+                    raw.len() as i64 - 8
+                } else {
+                    prefix
+                }
+            };
+            if bytes < 0 || (bytes as u64) * 8 < length as u64 {
+                return Err(IpcMessageError::BadFieldNode {
+                    index,
+                    length,
+                    null_count,
+                });
+            }
+        }
+        buffer_index += own;
+    }
+    Ok(())
 }
 
 /// A parsed IPC RecordBatch message borrowed from its bytes.
@@ -77,6 +207,24 @@ pub enum IpcMessageError {
         body_len: i64,
         /// Bytes after the metadata.
         available: usize,
+    },
+    /// A field node whose length or null count is impossible.
+    #[error("Arrow IPC field node {index} has length {length} and null count {null_count}, which its buffers cannot hold")]
+    BadFieldNode {
+        /// Node index (pre-order).
+        index: usize,
+        /// Declared length.
+        length: i64,
+        /// Declared null count.
+        null_count: i64,
+    },
+    /// The compressed buffers declare more decoded bytes than allowed.
+    #[error("Arrow IPC buffer {index} declares uncompressed length {declared}, taking the batch past the {MAX_DECODED_BODY_BYTES}-byte decode limit (or the prefix is malformed)")]
+    DecodedBodyTooLarge {
+        /// Buffer index.
+        index: usize,
+        /// The declared uncompressed length (-2: prefix shorter than 8 bytes).
+        declared: i64,
     },
     /// A buffer reaches outside the body.
     #[error("Arrow IPC buffer {index} (offset {offset}, length {length}) lies outside the {body_len}-byte body")]

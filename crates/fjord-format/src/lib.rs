@@ -29,6 +29,6 @@ pub mod schema;
 pub mod types;
 
 pub use error::SchemaError;
-pub use ipc::IpcMessageError;
+pub use ipc::{IpcMessageError, MAX_DECODED_BODY_BYTES};
 pub use schema::{Column, DatabaseDescriptor, Schema, TableDescriptor, TableDistribution};
 pub use types::{DataField, DataType, TypeKind};

@@ -28,16 +28,14 @@ use std::ops::Range;
 use arrow_ipc::{
     BodyCompressionBuilder, FieldNode, MessageBuilder, MessageHeader, RecordBatchBuilder,
 };
-use arrow_schema::DataType as ArrowType;
 use flatbuffers::FlatBufferBuilder;
 
 use crate::arrow_schema::to_arrow_field;
 use crate::ipc::{
-    align8, parse_batch_message, IpcMessageError, CONTINUATION_MARKER, IPC_PREFIX_LEN,
+    align8, flatten_nodes, parse_batch_message, IpcMessageError, CONTINUATION_MARKER,
+    IPC_PREFIX_LEN,
 };
-use crate::log_batch::{
-    self, LogBatchError, LENGTH_OFFSET, LOG_OVERHEAD,
-};
+use crate::log_batch::{self, LogBatchError, LENGTH_OFFSET, LOG_OVERHEAD};
 use crate::records::{split_batch, SplitError};
 use crate::schema::Schema;
 
@@ -124,34 +122,6 @@ pub struct ProjectionPlan {
     buffer_count: usize,
 }
 
-/// Buffers arrow writes per node of this type (Arrow Java's
-/// `TypeLayout.getTypeBufferCount`), children not included.
-fn own_buffer_count(data_type: &ArrowType) -> usize {
-    match data_type {
-        ArrowType::Null => 0,
-        ArrowType::Struct(_) | ArrowType::FixedSizeList(_, _) => 1,
-        ArrowType::Utf8 | ArrowType::Binary | ArrowType::LargeUtf8 | ArrowType::LargeBinary => 3,
-        _ => 2,
-    }
-}
-
-/// Appends (keep, buffer count) for this field and its descendants, pre-order.
-fn flatten(data_type: &ArrowType, keep: bool, out: &mut Vec<(bool, usize)>) {
-    out.push((keep, own_buffer_count(data_type)));
-    match data_type {
-        ArrowType::Struct(fields) => {
-            for f in fields {
-                flatten(f.data_type(), keep, out);
-            }
-        }
-        ArrowType::List(f)
-        | ArrowType::LargeList(f)
-        | ArrowType::FixedSizeList(f, _)
-        | ArrowType::Map(f, _) => flatten(f.data_type(), keep, out),
-        _ => {}
-    }
-}
-
 impl ProjectionPlan {
     /// Plans projecting the given columns (indexes into `schema`, the schema
     /// of `schema_id`) — ascending, unique, non-empty, in range.
@@ -188,12 +158,12 @@ impl ProjectionPlan {
         for (index, column) in all.iter().enumerate() {
             let keep = columns.binary_search(&index).is_ok();
             let field = to_arrow_field(&column.name, &column.data_type);
-            flatten(field.data_type(), keep, &mut flat);
+            flatten_nodes(field.data_type(), keep, &mut flat);
         }
         let mut kept_nodes = Vec::new();
         let mut kept_buffers = Vec::new();
         let mut buffer_index = 0u32;
-        for (node_index, &(keep, buffers)) in flat.iter().enumerate() {
+        for (node_index, &(keep, _, buffers)) in flat.iter().enumerate() {
             if keep {
                 kept_nodes.push(node_index as u32);
                 kept_buffers.extend(buffer_index..buffer_index + buffers as u32);
