@@ -380,6 +380,19 @@ fn malformed_input_is_an_error_naming_the_line() {
             "precision",
         ),
     ];
+    let oversized = envelope(
+        &[field(
+            "amount",
+            "bytes",
+            Some("org.apache.kafka.connect.data.Decimal"),
+            Some(json!({"scale": "0", "connect.decimal.precision": "65"})),
+        )],
+        "c",
+        Value::Null,
+        json!({"amount": "AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=="}), // 40 bytes: more than 65 digits
+        "t",
+    );
+    let cases = cases.into_iter().chain([(oversized, "precision")]);
     for (input, needle) in cases {
         let err = run_with(
             &input,

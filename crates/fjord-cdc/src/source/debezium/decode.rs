@@ -10,6 +10,11 @@ use crate::types::{DataType, DECIMAL_COMPACT_PRECISION_MAX, DECIMAL_PRECISION_MA
 
 use super::scan::{parse_i64, Kind, ScanError, Scanner};
 
+/// Most bytes of a Kafka Connect decimal's unscaled value: 65 decimal digits
+/// need 28 bytes; the cap keeps the (quadratic) digit conversion bounded on
+/// hostile input.
+pub const DECIMAL_BYTES_MAX: usize = 32;
+
 /// How one column's JSON value becomes a row value. Chosen once per column.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decoder {
@@ -254,6 +259,11 @@ pub fn decode_value(
             };
             let text = scanner.string(&mut scratch.text)?;
             base64_decode(text, &mut scratch.bytes).ok_or(ValueError::Invalid("invalid base64"))?;
+            if scratch.bytes.len() > DECIMAL_BYTES_MAX {
+                return Err(ValueError::Invalid(
+                    "decimal has more digits than the column's precision",
+                ));
+            }
             let negative = twos_complement_to_digits(&scratch.bytes, &mut scratch.digits);
             store_decimal_digits(row, i, negative, &scratch.digits, precision)?;
         }
