@@ -245,6 +245,31 @@ impl ReplicaManager {
         }
     }
 
+    /// Deletes tablet directories of tables the catalog no longer has (a
+    /// crash between dropping a table from the catalog and deleting its
+    /// data leaves them behind). Called once at start-up.
+    pub fn delete_orphans(&self, is_live_table: impl Fn(i64) -> bool) -> Result<(), ApiError> {
+        let found = self.logs.discover().map_err(|e| {
+            ApiError::new(
+                ErrorCode::StorageException,
+                format!("cannot list the log directory: {e}"),
+            )
+        })?;
+        for tb in found {
+            if !is_live_table(tb.table_id) {
+                tracing::info!(
+                    table_id = tb.table_id,
+                    bucket = tb.bucket,
+                    "deleting the data of a dropped table"
+                );
+                if let Err(e) = self.logs.delete_tablet(tb) {
+                    warn!(table_id = tb.table_id, error = %e, "cannot delete a dropped table's data");
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The replica of `bucket`, or `UnknownTableOrBucketException`.
     pub fn replica(&self, bucket: TableBucket) -> Result<Arc<Replica>, ApiError> {
         self.replicas

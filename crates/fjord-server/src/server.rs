@@ -61,6 +61,7 @@ impl Server {
         let store = Arc::new(FileMetaStore::open(&config.data_dir.join("meta"))?);
         let catalog = Catalog::open(store, config.catalog.clone())?;
         let replicas = ReplicaManager::open(&config.data_dir, config.log.clone())?;
+        replicas.delete_orphans(|table_id| catalog.table_by_id(table_id).is_some())?;
         for table in catalog.all_tables() {
             replicas.create_table(&table)?;
         }

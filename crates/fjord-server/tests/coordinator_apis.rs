@@ -168,3 +168,25 @@ async fn restart_keeps_databases_and_tables() {
     assert_eq!(after.table_json, before.table_json);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn data_of_a_table_dropped_before_a_crash_is_deleted_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    // A tablet directory whose table is not in the catalog, as a crash
+    // between the catalog drop and the data delete leaves it.
+    let orphan = dir.path().join("log").join("999").join("log-0");
+    std::fs::create_dir_all(&orphan).unwrap();
+    let server = TestServer::start(dir.path()).await;
+    assert!(!orphan.exists());
+    let mut c = server.client().await;
+    let info = create_db_and_table(&mut c, "db", "t").await;
+    server.stop().await;
+    let server = TestServer::start(dir.path()).await;
+    let live = dir
+        .path()
+        .join("log")
+        .join(info.table_id.to_string())
+        .join("log-0");
+    assert!(live.exists(), "live tables keep their data");
+    server.stop().await;
+}
