@@ -156,6 +156,33 @@ pub struct DebeziumSource<R: BufRead + Send> {
     batch_serial: usize,
 }
 
+/// A key of the envelope (top level or inside `payload`), copied out of the
+/// key buffer so the scanner can be used again while it is handled.
+#[derive(Clone, Copy)]
+enum EnvelopeField {
+    Schema,
+    Payload,
+    Before,
+    After,
+    Source,
+    Op,
+    Other,
+}
+
+impl EnvelopeField {
+    fn of(key: &[u8], in_payload: bool) -> EnvelopeField {
+        match key {
+            b"schema" if !in_payload => EnvelopeField::Schema,
+            b"payload" if !in_payload => EnvelopeField::Payload,
+            b"before" => EnvelopeField::Before,
+            b"after" => EnvelopeField::After,
+            b"source" => EnvelopeField::Source,
+            b"op" => EnvelopeField::Op,
+            _ => EnvelopeField::Other,
+        }
+    }
+}
+
 /// The parts of one envelope.
 #[derive(Default)]
 struct Envelope<'a> {
@@ -241,34 +268,72 @@ impl<R: BufRead + Send> DebeziumSource<R> {
         key: &mut Vec<u8>,
         known_schema: &[u8],
     ) -> Result<Option<Envelope<'l>>, SourceError> {
+        let err = |e| scan_err(line_no, e);
         let mut s = Scanner::new(line);
-        if s.at_end() || s.null().map_err(|e| scan_err(line_no, e))? {
+        if s.at_end() || s.null().map_err(err)? {
             return Ok(None); // blank line or tombstone
         }
-        let mut schema = None;
-        let mut payload = None;
-        let mut bare = false;
-        s.begin_object().map_err(|e| scan_err(line_no, e))?;
+        let mut env = Envelope::default();
+        // Whether row fields were found (in `payload` or at the top level, the
+        // bare form), and whether `payload` was null (a tombstone).
+        let mut found = false;
+        let mut payload_null = false;
+        let mut op_scratch = Vec::new();
+        s.begin_object().map_err(err)?;
         let mut first = true;
-        while let Some(k) = s.next_key(first, key).map_err(|e| scan_err(line_no, e))? {
+        // One pass over the line: the payload object is walked in place.
+        let mut depth_payload = false;
+        loop {
+            let field = match s.next_key(first, key).map_err(err)? {
+                None if depth_payload => {
+                    // Back at the top level, right after the payload value.
+                    depth_payload = false;
+                    first = false;
+                    continue;
+                }
+                None => break,
+                Some(k) => EnvelopeField::of(k, depth_payload),
+            };
             first = false;
-            match k {
-                b"schema" => {
+            match field {
+                EnvelopeField::Schema => {
                     let rest = s.rest();
-                    if !known_schema.is_empty() && rest.starts_with(known_schema) {
+                    env.schema = if !known_schema.is_empty() && rest.starts_with(known_schema) {
                         s.advance(known_schema.len());
-                        schema = Some(&rest[..known_schema.len()]);
+                        Some(&rest[..known_schema.len()])
                     } else {
-                        schema = Some(s.skip_value().map_err(|e| scan_err(line_no, e))?);
+                        Some(s.skip_value().map_err(err)?)
+                    }
+                    .filter(|raw| !is_null(raw));
+                }
+                EnvelopeField::Payload => {
+                    if s.null().map_err(err)? {
+                        payload_null = true;
+                    } else {
+                        s.begin_object().map_err(err)?;
+                        depth_payload = true;
+                        first = true;
                     }
                 }
-                b"payload" => payload = Some(s.skip_value().map_err(|e| scan_err(line_no, e))?),
-                b"op" | b"before" | b"after" => {
-                    bare = true;
-                    s.skip_value().map_err(|e| scan_err(line_no, e))?;
+                EnvelopeField::Before => {
+                    found = true;
+                    env.before = Some(s.skip_value().map_err(err)?).filter(|r| !is_null(r));
                 }
-                _ => {
-                    s.skip_value().map_err(|e| scan_err(line_no, e))?;
+                EnvelopeField::After => {
+                    found = true;
+                    env.after = Some(s.skip_value().map_err(err)?).filter(|r| !is_null(r));
+                }
+                EnvelopeField::Source => env.source = Some(s.skip_value().map_err(err)?),
+                EnvelopeField::Op => {
+                    found = true;
+                    let op = s.string(&mut op_scratch).map_err(err)?;
+                    env.op = match op {
+                        [c] => *c,
+                        _ => 0,
+                    };
+                }
+                EnvelopeField::Other => {
+                    s.skip_value().map_err(err)?;
                 }
             }
         }
@@ -281,51 +346,13 @@ impl<R: BufRead + Send> DebeziumSource<R> {
                 },
             ));
         }
-        let (payload, schema) = match (payload, bare) {
-            (Some(p), _) => (p, schema),
-            (None, true) => (line, None),
-            (None, false) => {
-                return Err(SourceError::Decode(format!(
-                    "Debezium input line {line_no}: neither a payload nor before/after/op"
-                )))
+        if !found {
+            if payload_null {
+                return Ok(None);
             }
-        };
-        if is_null(payload) {
-            return Ok(None);
-        }
-        let mut env = Envelope {
-            schema: schema.filter(|s| !is_null(s)),
-            ..Envelope::default()
-        };
-        let mut s = Scanner::new(payload);
-        s.begin_object().map_err(|e| scan_err(line_no, e))?;
-        let mut first = true;
-        let mut op_scratch = Vec::new();
-        while let Some(k) = s.next_key(first, key).map_err(|e| scan_err(line_no, e))? {
-            first = false;
-            match k {
-                b"before" => {
-                    env.before = Some(s.skip_value().map_err(|e| scan_err(line_no, e))?)
-                        .filter(|r| !is_null(r))
-                }
-                b"after" => {
-                    env.after = Some(s.skip_value().map_err(|e| scan_err(line_no, e))?)
-                        .filter(|r| !is_null(r))
-                }
-                b"source" => env.source = Some(s.skip_value().map_err(|e| scan_err(line_no, e))?),
-                b"op" => {
-                    let op = s
-                        .string(&mut op_scratch)
-                        .map_err(|e| scan_err(line_no, e))?;
-                    env.op = match op {
-                        [c] => *c,
-                        _ => 0,
-                    };
-                }
-                _ => {
-                    s.skip_value().map_err(|e| scan_err(line_no, e))?;
-                }
-            }
+            return Err(SourceError::Decode(format!(
+                "Debezium input line {line_no}: neither a payload nor before/after/op"
+            )));
         }
         Ok(Some(env))
     }
