@@ -95,11 +95,31 @@ pub struct CatalogOptions {
     pub default_replication_factor: i32,
 }
 
+/// The stored tables by id (data path) and by path (admin and metadata
+/// requests), kept in step.
+#[derive(Default)]
+struct TableIndex {
+    by_id: HashMap<i64, Arc<TableInfo>>,
+    by_path: HashMap<TablePath, Arc<TableInfo>>,
+}
+
+impl TableIndex {
+    fn insert(&mut self, info: Arc<TableInfo>) {
+        self.by_path.insert(info.path.clone(), Arc::clone(&info));
+        self.by_id.insert(info.table_id, info);
+    }
+
+    fn remove(&mut self, info: &TableInfo) {
+        self.by_id.remove(&info.table_id);
+        self.by_path.remove(&info.path);
+    }
+}
+
 /// Databases, tables and ids on top of a [`MetaStore`].
 pub struct Catalog {
     store: Arc<dyn MetaStore>,
     options: CatalogOptions,
-    tables_by_id: RwLock<HashMap<i64, Arc<TableInfo>>>,
+    tables: RwLock<TableIndex>,
     /// Writer ids handed out from the reserved block: (next, end exclusive).
     writer_ids: Mutex<(i64, i64)>,
 }
@@ -193,10 +213,10 @@ impl Catalog {
         let catalog = Self {
             store,
             options,
-            tables_by_id: RwLock::new(HashMap::new()),
+            tables: RwLock::new(TableIndex::default()),
             writer_ids: Mutex::new((0, 0)),
         };
-        let mut index = HashMap::new();
+        let mut index = TableIndex::default();
         for db in catalog.store.children(DATABASES)? {
             for table in catalog.store.children(&db_node(&db))? {
                 let path = TablePath {
@@ -204,14 +224,11 @@ impl Catalog {
                     table,
                 };
                 if let Some(info) = catalog.read_table(&path)? {
-                    index.insert(info.table_id, Arc::new(info));
+                    index.insert(Arc::new(info));
                 }
             }
         }
-        *catalog
-            .tables_by_id
-            .write()
-            .unwrap_or_else(|p| p.into_inner()) = index;
+        *catalog.tables.write().unwrap_or_else(|p| p.into_inner()) = index;
         Ok(catalog)
     }
 
@@ -397,10 +414,10 @@ impl Catalog {
             &record,
             &table_node(path),
         )?);
-        self.tables_by_id
+        self.tables
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(table_id, Arc::clone(&info));
+            .insert(Arc::clone(&info));
         Ok(Some(info))
     }
 
@@ -568,25 +585,27 @@ impl Catalog {
         if validate_table_path(path).is_err() {
             return Ok(None);
         }
-        // Served from the index when present: it holds exactly the stored tables.
-        let index = self.tables_by_id.read().unwrap_or_else(|p| p.into_inner());
-        Ok(index.values().find(|t| &t.path == path).cloned())
+        // The index holds exactly the stored tables.
+        let index = self.tables.read().unwrap_or_else(|p| p.into_inner());
+        Ok(index.by_path.get(path).cloned())
     }
 
     /// Reads a table by id, or `None` (the data path's lookup).
     pub fn table_by_id(&self, table_id: i64) -> Option<Arc<TableInfo>> {
-        self.tables_by_id
+        self.tables
             .read()
             .unwrap_or_else(|p| p.into_inner())
+            .by_id
             .get(&table_id)
             .cloned()
     }
 
     /// All tables, in no particular order.
     pub fn all_tables(&self) -> Vec<Arc<TableInfo>> {
-        self.tables_by_id
+        self.tables
             .read()
             .unwrap_or_else(|p| p.into_inner())
+            .by_id
             .values()
             .cloned()
             .collect()
@@ -623,10 +642,10 @@ impl Catalog {
             Ok(()) | Err(MetaError::NoNode(_)) => {}
             Err(e) => return Err(e.into()),
         }
-        self.tables_by_id
+        self.tables
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(&info.table_id);
+            .remove(&info);
         Ok(Some(info.table_id))
     }
 
