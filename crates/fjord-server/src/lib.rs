@@ -2,21 +2,39 @@
 //! Fluss-protocol cluster, in one process.
 //!
 //! Layout, following a request's path:
-//! - [`server`]: open the data dir, bind, serve, shut down cleanly.
-//! - [`net`]: the accept loop and per-connection reader / request tasks /
-//!   writer, with every limit from [`config`].
-//! - [`api`]: one module per Fluss API key; a closed `match` dispatches.
-//! - [`node`]: the state handlers share (config, catalog, replicas).
-//! - [`meta`]: the metadata store seam (ZooKeeper-like tree) and the catalog
-//!   of databases, tables and ids on it (coordinator role).
-//! - [`replica`]: log tablets by table bucket (tablet-server role).
-//! - [`config`]: Fluss option names, `server.yaml` and `--set`.
-//! - [`metrics`]: counters under Fluss's metric names.
-//! - [`error`]: the error every handler answers with.
+//! - [`server`]: open the data dir (metadata, tablets), bind, serve until a
+//!   shutdown signal, drain in-flight requests, close tablets cleanly.
+//! - [`net`]: the accept loop (bounded by `fjord.server.connections-max`)
+//!   and, per connection, a reader cutting frames with fjord-proto's decoder
+//!   (`fjord.server.frame-bytes-max`), one task per request (bounded by
+//!   `fjord.server.in-flight-requests-per-connection-max`) and a writer that
+//!   answers in completion order with vectored writes.
+//! - [`api`]: one module per Fluss API key; one closed `match` over
+//!   fjord-proto's `Request` dispatches.
+//! - [`node`]: the state handlers share (config, catalog, replicas, metrics).
+//! - [`meta`]: the metadata store seam ([`meta::store::MetaStore`], a
+//!   ZooKeeper-like tree; [`meta::store::FileMetaStore`] embedded and
+//!   crash-safe) and the [`meta::catalog::Catalog`] of databases, tables and
+//!   ids on it — the coordinator role.
+//! - [`replica`]: log tablets (fjord-storage) by table bucket, with the
+//!   per-bucket notification that wakes long-polls — the tablet-server role.
+//! - [`config`]: Fluss option names, `server.yaml` and `--set`, every limit
+//!   named with its default.
+//! - [`metrics`]: counters under Fluss's metric names and a Prometheus text
+//!   endpoint.
+//! - [`error`]: the error every handler answers with (fjord-proto's
+//!   `ApiError`: a Fluss error code and a message).
 //!
-//! Architecture invariants: only fjord-proto knows the wire format (handlers
-//! see typed messages); nothing here decodes record bodies; every client
-//! error maps to a Fluss error code.
+//! Architecture invariants:
+//! - Only fjord-proto knows the wire format; handlers see typed messages.
+//! - Nothing here decodes record bodies: produce reads batch headers only,
+//!   fetch projection rewrites Arrow metadata without decoding values.
+//! - Every error a client can cause maps to a Fluss error code; a bad frame
+//!   closes only its connection; nothing a client sends can panic the server.
+//! - Handlers reach data only through the replica manager and metadata only
+//!   through the catalog, so replication and an external metadata store can
+//!   slot in without handler changes.
+//! - Storage calls that may block on the disk run on the blocking pool.
 
 pub mod api;
 pub mod config;
