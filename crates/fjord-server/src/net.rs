@@ -13,6 +13,7 @@
 
 use std::io::IoSlice;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use fjord_proto::{
@@ -32,6 +33,11 @@ use crate::node::Node;
 /// Initial read buffer per connection; grows to the size of the largest
 /// frame seen (bounded by `frame-bytes-max`).
 const READ_BUFFER_BYTES: usize = 64 * 1024;
+
+/// How long shutdown waits for connections to finish their in-flight
+/// requests and write the answers. Bounds shutdown when a peer stops reading
+/// (its writer would otherwise block forever).
+const SHUTDOWN_GRACE_MS: u64 = 30_000;
 
 /// Most buffers handed to one vectored write.
 const IOV_MAX_CHUNKS: usize = 64;
@@ -83,7 +89,17 @@ pub async fn accept_loop(node: Arc<Node>, listener: TcpListener) {
         open = connections.len(),
         "stopped accepting; draining connections"
     );
-    while connections.join_next().await.is_some() {}
+    let drained = tokio::time::timeout(Duration::from_millis(SHUTDOWN_GRACE_MS), async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        warn!(
+            open = connections.len(),
+            "connections still busy after {SHUTDOWN_GRACE_MS} ms (a peer not reading its answers?); closing them"
+        );
+        connections.shutdown().await;
+    }
 }
 
 /// Serves one connection until the peer closes it, it sends a bad frame, or
