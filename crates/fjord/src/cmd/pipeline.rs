@@ -41,6 +41,11 @@ struct RunArgs {
 /// How often the signal watcher checks for SIGINT/SIGTERM.
 const SIGNAL_POLL_INTERVAL: Duration = Duration::from_millis(100);
 
+/// How long a stop request may take before the process exits anyway: a
+/// source blocked in a read (stdin without input, a silent server) cannot see
+/// the stop flag; what the sink confirmed is already committed.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
 /// Set by the signal handler; only an atomic store is async-signal-safe.
 static SIGNALLED: AtomicBool = AtomicBool::new(false);
 
@@ -63,6 +68,16 @@ fn install_signal_handlers(stop: StopFlag, done: std::sync::Arc<AtomicBool>) {
                 if SIGNALLED.load(Ordering::Relaxed) {
                     tracing::info!("stop requested; finishing the current batch");
                     stop.raise();
+                    let asked = std::time::Instant::now();
+                    while !done.load(Ordering::Relaxed) {
+                        if asked.elapsed() >= STOP_GRACE {
+                            tracing::warn!(
+                                "the source did not stop within {STOP_GRACE:?}; exiting without a final commit"
+                            );
+                            std::process::exit(130);
+                        }
+                        std::thread::sleep(SIGNAL_POLL_INTERVAL);
+                    }
                     return;
                 }
                 std::thread::sleep(SIGNAL_POLL_INTERVAL);
