@@ -336,3 +336,99 @@ fn commit(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::Event;
+
+    /// Emits one event per batch forever, with position = events so far.
+    struct Endless {
+        schema: std::sync::Arc<crate::schema::TableSchema>,
+        produced: u64,
+    }
+
+    impl Source for Endless {
+        fn next_batch(&mut self, batch: &mut EventBatch) -> Result<Poll, SourceError> {
+            let slot = batch.table_slot(&self.schema);
+            let mut w = batch.row_writer(slot);
+            w.set_i64(0, self.produced as i64);
+            let row = w.finish().expect("tiny row");
+            batch.push_insert(slot, row);
+            self.produced += 1;
+            batch.set_position(SourcePosition::InputOffset {
+                bytes: self.produced,
+            });
+            Ok(Poll::Ready)
+        }
+    }
+
+    /// Raises the stop flag once it has seen `stop_after` events.
+    struct StopAfter {
+        seen: u64,
+        stop_after: u64,
+        stop: StopFlag,
+    }
+
+    impl Sink for StopAfter {
+        fn write_batch(&mut self, batch: &EventBatch) -> Result<(), SinkError> {
+            self.seen += batch
+                .events()
+                .filter(|e| matches!(e, Event::Change(_)))
+                .count() as u64;
+            if self.seen >= self.stop_after {
+                self.stop.raise();
+            }
+            Ok(())
+        }
+        fn flush(&mut self) -> Result<(), SinkError> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn stop_request_ends_the_run_and_commits_the_last_confirmed_position() {
+        use crate::schema::{Column, TableId, TableSchema};
+        use crate::types::DataType;
+        let schema = std::sync::Arc::new(
+            TableSchema::new(
+                TableId::new("d", "t"),
+                1,
+                vec![Column::new("id", DataType::BigInt, false)],
+                &[],
+            )
+            .unwrap(),
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let store = OffsetStore::open(dir.path(), "test").unwrap();
+        let stop = StopFlag::new();
+        let summary = drive(
+            Box::new(Endless {
+                schema,
+                produced: 0,
+            }),
+            Box::new(StopAfter {
+                seen: 0,
+                stop_after: 10,
+                stop: stop.clone(),
+            }),
+            Router::default(),
+            Some(&store),
+            // Never commit on the interval: only the final commit can store it.
+            DriveConfig {
+                commit_interval: Duration::from_secs(3600),
+                batch_events_max: 1,
+            },
+            &stop,
+        )
+        .unwrap();
+        assert!(summary.events >= 10);
+        assert_eq!(
+            store.load().unwrap(),
+            Some(SourcePosition::InputOffset {
+                bytes: summary.events
+            })
+        );
+        assert_eq!(summary.position, store.load().unwrap());
+    }
+}
