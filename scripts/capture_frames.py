@@ -234,10 +234,20 @@ async def serve(host, port, recorder, upstream, on_ready):
         await stop.wait()
 
 
+def _die_with_parent():
+    """Runs in the child before exec: the kernel SIGKILLs it when the stand-in
+    dies, even by SIGKILL (a harness's "crash" step), so no server leaks."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
 def start_real_server(binary, data_dir):
     """Starts the real server on an ephemeral port; returns (process, address)."""
     proc = subprocess.Popen(
         [binary, "server", "--listen", "127.0.0.1:0", "--data-dir", data_dir],
+        preexec_fn=_die_with_parent,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
