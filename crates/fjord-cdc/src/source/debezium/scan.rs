@@ -188,17 +188,21 @@ impl<'a> Scanner<'a> {
         self.pos += 1;
         let start = self.pos;
         let b = self.bytes;
-        // Fast path: no escape before the closing quote.
-        while let Some(&c) = b.get(self.pos) {
-            match c {
-                b'"' => {
-                    self.pos += 1;
-                    return Ok(&b[start..self.pos - 1]);
-                }
-                b'\\' => break,
-                0..=0x1f => return self.err("control character in string"),
-                _ => self.pos += 1,
+        // Fast path: find the closing quote or the first escape with memchr,
+        // then check the run for raw control characters (both vectorised).
+        if let Some(found) = memchr::memchr2(b'"', b'\\', &b[self.pos..]) {
+            let end = self.pos + found;
+            if let Some(bad) = b[self.pos..end].iter().position(|&c| c < 0x20) {
+                self.pos += bad;
+                return self.err("control character in string");
             }
+            self.pos = end;
+            if b[end] == b'"' {
+                self.pos += 1;
+                return Ok(&b[start..end]);
+            }
+        } else {
+            self.pos = b.len();
         }
         scratch.clear();
         scratch.extend_from_slice(&b[start..self.pos]);
@@ -420,6 +424,8 @@ mod tests {
             br#"{"a": -}"#,
             br#"{"a": "\ud800"}"#,
             br#"{"a": tru}"#,
+            b"{\"a\": \"raw\x01control\"}",
+            b"{\"a\": \"esc\\n then raw\x1f\"}",
             b"",
         ] {
             let mut s = Scanner::new(text);
