@@ -81,7 +81,13 @@ impl LogScanner {
         let (arrow_schema, projected_fields) = match &config.projection {
             None => (to_arrow_schema(schema), Vec::new()),
             Some(columns) => {
-                let arrow = to_projected_arrow_schema(schema, columns).ok_or_else(|| {
+                // The server returns projected columns in table order, so the
+                // scanner asks for them that way (reordering is the caller's).
+                let ascending = !columns.is_empty() && columns.windows(2).all(|w| w[0] < w[1]);
+                let arrow = ascending
+                    .then(|| to_projected_arrow_schema(schema, columns))
+                    .flatten()
+                    .ok_or_else(|| {
                     ClientError::Invalid(format!(
                         "projection {columns:?} is not a list of distinct ascending column indexes of {} ({} columns)",
                         table.path,
