@@ -24,23 +24,7 @@ async fn second_request_waits_for_the_in_flight_slot() {
     let info = create_db_and_table(&mut admin, "db", "t").await;
 
     let mut c = server.client().await;
-    let fetch = Request::FetchLog(pb::FetchLogRequest {
-        follower_server_id: -1,
-        max_bytes: 1 << 20,
-        tables_req: vec![pb::PbFetchLogReqForTable {
-            table_id: info.table_id,
-            buckets_req: vec![pb::PbFetchLogReqForBucket {
-                bucket_id: 0,
-                fetch_offset: 0,
-                max_fetch_bytes: 1 << 20,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        max_wait_ms: Some(600_000),
-        min_bytes: Some(1),
-        read_preference: None,
-    });
+    let fetch = fetch(info.table_id, 0, 0, None, 600_000);
     let fetch_id = c.send(&fetch, 0).await;
     let list_id = c
         .send(

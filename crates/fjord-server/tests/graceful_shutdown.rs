@@ -16,23 +16,7 @@ async fn parked_long_poll_is_answered_at_shutdown() {
     let server = TestServer::start(dir.path()).await;
     let mut c = server.client().await;
     let info = create_db_and_table(&mut c, "db", "t").await;
-    let fetch = Request::FetchLog(pb::FetchLogRequest {
-        follower_server_id: -1,
-        max_bytes: 1 << 20,
-        tables_req: vec![pb::PbFetchLogReqForTable {
-            table_id: info.table_id,
-            buckets_req: vec![pb::PbFetchLogReqForBucket {
-                bucket_id: 0,
-                fetch_offset: 0,
-                max_fetch_bytes: 1 << 20,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        max_wait_ms: Some(600_000),
-        min_bytes: Some(1),
-        read_preference: None,
-    });
+    let fetch = fetch(info.table_id, 0, 0, None, 600_000);
     let id = c.send(&fetch, 0).await;
     // A round trip on another connection after the send; the fetch is parked
     // by then or arrives during shutdown, and either way must be answered.

@@ -40,34 +40,6 @@ async fn produce_one(
     r.buckets_resp.into_iter().next().unwrap()
 }
 
-fn fetch(
-    table_id: i64,
-    bucket_id: i32,
-    offset: i64,
-    projection: Option<Vec<i32>>,
-    max_wait_ms: i32,
-) -> Request {
-    Request::FetchLog(pb::FetchLogRequest {
-        follower_server_id: -1,
-        max_bytes: 16 * 1024 * 1024,
-        tables_req: vec![pb::PbFetchLogReqForTable {
-            table_id,
-            projection_pushdown_enabled: projection.is_some(),
-            projected_fields: projection.unwrap_or_default(),
-            buckets_req: vec![pb::PbFetchLogReqForBucket {
-                bucket_id,
-                fetch_offset: offset,
-                max_fetch_bytes: 1024 * 1024,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        max_wait_ms: Some(max_wait_ms),
-        min_bytes: Some(1),
-        read_preference: None,
-    })
-}
-
 async fn fetch_one(c: &mut Client, req: Request) -> pb::PbFetchLogRespForBucket {
     let Response::FetchLog(r) = c.call(req).await.unwrap() else {
         panic!()

@@ -234,3 +234,33 @@ pub mod batches {
         out
     }
 }
+
+/// A FetchLog request for one bucket from `offset`, optionally projected,
+/// long-polling up to `max_wait_ms` for at least one byte.
+pub fn fetch(
+    table_id: i64,
+    bucket_id: i32,
+    offset: i64,
+    projection: Option<Vec<i32>>,
+    max_wait_ms: i32,
+) -> Request {
+    Request::FetchLog(pb::FetchLogRequest {
+        follower_server_id: -1,
+        max_bytes: 16 * 1024 * 1024,
+        tables_req: vec![pb::PbFetchLogReqForTable {
+            table_id,
+            projection_pushdown_enabled: projection.is_some(),
+            projected_fields: projection.unwrap_or_default(),
+            buckets_req: vec![pb::PbFetchLogReqForBucket {
+                bucket_id,
+                fetch_offset: offset,
+                max_fetch_bytes: 1024 * 1024,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        max_wait_ms: Some(max_wait_ms),
+        min_bytes: Some(1),
+        read_preference: None,
+    })
+}
