@@ -16,8 +16,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
-use fjord_format::log_batch;
-use fjord_format::projection::{Projected, ProjectionPlan};
+use fjord_format::projection::{project_batches, ProjectionError, ProjectionPlan};
 use fjord_proto::messages as pb;
 use tokio::time::Instant;
 
@@ -42,7 +41,7 @@ struct BucketTarget {
 /// One table of the request, resolved once (projection planned once).
 struct TableTarget {
     table_id: i64,
-    plan: Option<Result<ProjectionPlan, ApiError>>,
+    plan: Option<Result<Arc<ProjectionPlan>, ApiError>>,
     buckets: Vec<BucketTarget>,
 }
 
@@ -63,6 +62,7 @@ fn resolve(node: &Node, r: &pb::FetchLogRequest) -> Vec<TableTarget> {
                                 format!("projected fields {:?} contain a negative index", t.projected_fields),
                             )),
                             Ok(columns) => ProjectionPlan::new(&info.schema, info.schema_id as i16, &columns)
+                                .map(Arc::new)
                                 .map_err(|e| ApiError::new(ErrorCode::InvalidColumnProjection, e.to_string())),
                         }
                     }
@@ -119,32 +119,29 @@ fn bucket_error(b: &BucketTarget, e: &ApiError) -> pb::PbFetchLogRespForBucket {
 
 /// Applies `plan` to every whole batch of `records`, staying within
 /// `max_bytes` (the first batch always goes, so a fetch makes progress).
-fn project(plan: &ProjectionPlan, records: &[u8], max_bytes: usize) -> Result<Bytes, ApiError> {
+/// A batch of another schema id than the plan's cannot be projected with it.
+fn project(
+    plan: &Arc<ProjectionPlan>,
+    records: &[u8],
+    max_bytes: usize,
+) -> Result<Bytes, ApiError> {
     let mut out = Vec::with_capacity(records.len().min(max_bytes));
-    let mut position = 0;
-    while position < records.len() {
-        let rest = &records[position..];
-        let size = match log_batch::peek_size_and_magic(rest) {
-            Ok(Some((size, _))) if size <= rest.len() && size > 0 => size,
-            _ => break,
-        };
-        let limit = if out.is_empty() {
-            usize::MAX
+    let plan_for = |schema_id: i16| {
+        if schema_id == plan.schema_id() {
+            Ok(Arc::clone(plan))
         } else {
-            max_bytes
-        };
-        match plan.project(&rest[..size], &mut out, limit) {
-            Ok(Projected::Written(_)) => {}
-            Ok(Projected::ExceedsLimit { .. }) => break,
-            Err(e) => {
-                return Err(ApiError::new(
-                    ErrorCode::CorruptMessage,
-                    format!("cannot project a stored batch: {e}"),
-                ))
-            }
+            Err(ProjectionError::SchemaIdMismatch {
+                batch: schema_id,
+                plan: plan.schema_id(),
+            })
         }
-        position += size;
-    }
+    };
+    project_batches(records, plan_for, &mut out, max_bytes, true).map_err(|e| {
+        ApiError::new(
+            ErrorCode::CorruptMessage,
+            format!("cannot project a stored batch: {e}"),
+        )
+    })?;
     Ok(Bytes::from(out))
 }
 
