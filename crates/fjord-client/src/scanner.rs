@@ -17,6 +17,7 @@ use fjord_proto::messages as pb;
 use fjord_proto::{ApiKey, ErrorCode};
 
 use crate::admin::TableInfo;
+use crate::connection::ServerConnection;
 use crate::error::{ClientError, Result};
 use crate::metadata::TableRoute;
 
@@ -134,9 +135,9 @@ impl LogScanner {
     /// what arrived (possibly nothing after the long-poll wait).
     pub async fn poll(&mut self) -> Result<Vec<ScanBatch>> {
         // Group buckets by leader so each leader gets one request.
-        let mut by_leader: Vec<(String, Vec<pb::PbFetchLogReqForBucket>)> = Vec::new();
+        let mut by_leader: Vec<(ServerConnection, Vec<pb::PbFetchLogReqForBucket>)> = Vec::new();
         for (&bucket, &offset) in &self.offsets {
-            let addr = self.route.leader(bucket).addr().to_owned();
+            let leader = self.route.leader(bucket);
             let entry = pb::PbFetchLogReqForBucket {
                 partition_id: None,
                 bucket_id: bucket,
@@ -144,14 +145,16 @@ impl LogScanner {
                 max_fetch_bytes: self.config.fetch_max_bytes_for_bucket,
                 routing_bucket_count: None,
             };
-            match by_leader.iter_mut().find(|(a, _)| *a == addr) {
+            match by_leader
+                .iter_mut()
+                .find(|(c, _)| c.addr() == leader.addr())
+            {
                 Some((_, buckets)) => buckets.push(entry),
-                None => by_leader.push((addr, vec![entry])),
+                None => by_leader.push((leader.clone(), vec![entry])),
             }
         }
         let mut out = Vec::new();
-        for (_, buckets) in by_leader {
-            let connection = self.route.leader(buckets[0].bucket_id).clone();
+        for (connection, buckets) in by_leader {
             let request = pb::FetchLogRequest {
                 follower_server_id: -1,
                 max_bytes: self.config.fetch_max_bytes,
