@@ -21,6 +21,14 @@ enum Command {
     Quickstart(cmd::quickstart::Args),
     /// Run a CDC pipeline defined in Flink CDC 3 pipeline YAML.
     Pipeline(cmd::pipeline::Args),
+    /// Write CSV or JSON lines from stdin or a file into a table.
+    Produce(cmd::produce::Args),
+    /// Read a table to stdout as a pretty table, CSV or JSON lines.
+    Scan(cmd::scan::Args),
+    /// List, create or drop the partitions of a partitioned table.
+    Partitions(cmd::partitions::Args),
+    /// Measure the native writer and scanner (one JSON line of figures).
+    Bench(cmd::bench::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -30,6 +38,10 @@ fn main() -> anyhow::Result<()> {
         Command::Server(args) => cmd::server::run(args),
         Command::Pipeline(args) => cmd::pipeline::run(args),
         Command::Quickstart(args) => cmd::quickstart::run(args),
+        Command::Produce(args) => cmd::produce::run(args),
+        Command::Scan(args) => cmd::scan::run(args),
+        Command::Partitions(args) => cmd::partitions::run(args),
+        Command::Bench(args) => cmd::bench::run(args),
     }
 }
 

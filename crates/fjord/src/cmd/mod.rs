@@ -1,5 +1,9 @@
 //! One module per `fjord` subcommand.
 
+pub mod bench;
+pub mod partitions;
 pub mod pipeline;
+pub mod produce;
 pub mod quickstart;
+pub mod scan;
 pub mod server;

@@ -1,0 +1,11 @@
+//! `fjord bench`: placeholder wired into the dispatcher at the start of the
+//! session; its owner replaces this file with the real command.
+
+/// Arguments of `fjord bench` (none yet).
+#[derive(clap::Args)]
+pub struct Args {}
+
+/// Refuses to run: the command is not built yet.
+pub fn run(_args: Args) -> anyhow::Result<()> {
+    anyhow::bail!("fjord bench is not implemented yet")
+}

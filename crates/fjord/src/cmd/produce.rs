@@ -1,0 +1,11 @@
+//! `fjord produce`: placeholder wired into the dispatcher at the start of the
+//! session; its owner replaces this file with the real command.
+
+/// Arguments of `fjord produce` (none yet).
+#[derive(clap::Args)]
+pub struct Args {}
+
+/// Refuses to run: the command is not built yet.
+pub fn run(_args: Args) -> anyhow::Result<()> {
+    anyhow::bail!("fjord produce is not implemented yet")
+}
