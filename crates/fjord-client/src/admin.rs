@@ -1,6 +1,6 @@
 //! Catalog operations against the coordinator: databases, tables, table
-//! info and offsets. Thin typed wrappers over single requests; nothing here
-//! is on a per-record path.
+//! info, partitions and offsets. Thin typed wrappers over single requests;
+//! nothing here is on a per-record path.
 
 use fjord_format::schema::{DatabaseDescriptor, TableDescriptor};
 use fjord_proto::messages as pb;
@@ -58,6 +58,71 @@ impl TableInfo {
     /// Number of buckets of the table.
     pub fn bucket_count(&self) -> i32 {
         self.descriptor.bucket_count().unwrap_or(1)
+    }
+
+    /// The partition key column names, in the order that builds partition
+    /// names; empty when the table is not partitioned.
+    pub fn partition_keys(&self) -> &[String] {
+        self.descriptor.partition_keys()
+    }
+
+    /// Whether the table has partition keys.
+    pub fn is_partitioned(&self) -> bool {
+        self.descriptor.is_partitioned()
+    }
+}
+
+/// Separator between the values of a partition name (Fluss's
+/// `ResolvedPartitionSpec.PARTITION_SPEC_SEPARATOR`): the partition of
+/// `dt=20261130, region=eu` is named `20261130$eu`.
+pub const PARTITION_NAME_SEPARATOR: char = '$';
+
+/// One partition of a partitioned table, as the coordinator lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionInfo {
+    /// Server-assigned id, unique across the cluster and stable across
+    /// restarts; produce, fetch and offset requests address the partition by it.
+    pub partition_id: i64,
+    /// The partition name: the values of `spec` joined by
+    /// [`PARTITION_NAME_SEPARATOR`], in partition-key order.
+    pub name: String,
+    /// Partition key → value, in the order the server sent them (the table's
+    /// partition-key order).
+    pub spec: Vec<(String, String)>,
+}
+
+impl PartitionInfo {
+    fn from_pb(info: pb::PbPartitionInfo) -> Self {
+        let spec: Vec<(String, String)> = info
+            .partition_spec
+            .partition_key_values
+            .into_iter()
+            .map(|kv| (kv.key, kv.value))
+            .collect();
+        let mut name = String::new();
+        for (i, (_, value)) in spec.iter().enumerate() {
+            if i > 0 {
+                name.push(PARTITION_NAME_SEPARATOR);
+            }
+            name.push_str(value);
+        }
+        Self {
+            partition_id: info.partition_id,
+            name,
+            spec,
+        }
+    }
+}
+
+fn spec_to_pb(spec: &[(String, String)]) -> pb::PbPartitionSpec {
+    pb::PbPartitionSpec {
+        partition_key_values: spec
+            .iter()
+            .map(|(key, value)| pb::PbKeyValue {
+                key: key.clone(),
+                value: value.clone(),
+            })
+            .collect(),
     }
 }
 
@@ -185,6 +250,77 @@ impl Admin {
         })
     }
 
+    /// Creates the partition of a partitioned table whose key values are
+    /// `spec` (every partition key once, in any order); with
+    /// `ignore_if_exists` an existing partition is fine. The server refuses a
+    /// table without partition keys (`TABLE_NOT_PARTITIONED_EXCEPTION`), a
+    /// spec that does not name exactly the partition keys or has an invalid
+    /// value (`PARTITION_SPEC_INVALID_EXCEPTION`) and a partition beyond
+    /// `max.partition.num` (`PARTITION_MAX_NUM_EXCEPTION`).
+    pub async fn create_partition(
+        &self,
+        path: &TablePath,
+        spec: &[(String, String)],
+        ignore_if_exists: bool,
+    ) -> Result<()> {
+        let request = pb::CreatePartitionRequest {
+            table_path: path.to_pb(),
+            partition_spec: spec_to_pb(spec),
+            // Fluss names this field `ignore_if_not_exists` in CreatePartition
+            // too; it means "ignore if the partition already exists".
+            ignore_if_not_exists: ignore_if_exists,
+        };
+        let _: pb::CreatePartitionResponse = self
+            .connection
+            .request(ApiKey::CreatePartition, &request)
+            .await?;
+        Ok(())
+    }
+
+    /// Drops the partition whose key values are `spec`, with its data; with
+    /// `ignore_if_not_exists` a missing partition is fine, otherwise the
+    /// server answers `PARTITION_NOT_EXISTS`.
+    pub async fn drop_partition(
+        &self,
+        path: &TablePath,
+        spec: &[(String, String)],
+        ignore_if_not_exists: bool,
+    ) -> Result<()> {
+        let request = pb::DropPartitionRequest {
+            table_path: path.to_pb(),
+            partition_spec: spec_to_pb(spec),
+            ignore_if_not_exists,
+        };
+        let _: pb::DropPartitionResponse = self
+            .connection
+            .request(ApiKey::DropPartition, &request)
+            .await?;
+        Ok(())
+    }
+
+    /// The partitions of a partitioned table; with `partial_spec`, only those
+    /// whose values match it (a subset of the partition keys).
+    pub async fn list_partitions(
+        &self,
+        path: &TablePath,
+        partial_spec: Option<&[(String, String)]>,
+    ) -> Result<Vec<PartitionInfo>> {
+        let request = pb::ListPartitionInfosRequest {
+            table_path: path.to_pb(),
+            partial_partition_spec: partial_spec.map(spec_to_pb),
+            include_system_partitions: None,
+        };
+        let response: pb::ListPartitionInfosResponse = self
+            .connection
+            .request(ApiKey::ListPartitionInfos, &request)
+            .await?;
+        Ok(response
+            .partitions_info
+            .into_iter()
+            .map(PartitionInfo::from_pb)
+            .collect())
+    }
+
     /// The offset `spec` names for each of `buckets` of a table, in bucket order.
     pub async fn list_offsets(
         &self,
@@ -192,11 +328,34 @@ impl Admin {
         buckets: &[i32],
         spec: OffsetSpec,
     ) -> Result<Vec<i64>> {
+        self.list_offsets_of(table, None, buckets, spec).await
+    }
+
+    /// Like [`Admin::list_offsets`], for the buckets of one partition of a
+    /// partitioned table.
+    pub async fn list_partition_offsets(
+        &self,
+        table: &TableInfo,
+        partition_id: i64,
+        buckets: &[i32],
+        spec: OffsetSpec,
+    ) -> Result<Vec<i64>> {
+        self.list_offsets_of(table, Some(partition_id), buckets, spec)
+            .await
+    }
+
+    async fn list_offsets_of(
+        &self,
+        table: &TableInfo,
+        partition_id: Option<i64>,
+        buckets: &[i32],
+        spec: OffsetSpec,
+    ) -> Result<Vec<i64>> {
         let request = pb::ListOffsetsRequest {
             follower_server_id: -1,
             offset_type: spec.offset_type(),
             table_id: table.table_id,
-            partition_id: None,
+            partition_id,
             bucket_id: buckets.to_vec(),
             start_timestamp: match spec {
                 OffsetSpec::Timestamp(ts) => Some(ts),
@@ -230,5 +389,64 @@ impl Admin {
             offsets.push(entry.offset.unwrap_or(-1));
         }
         Ok(offsets)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(id: i64, spec: &[(&str, &str)]) -> pb::PbPartitionInfo {
+        pb::PbPartitionInfo {
+            partition_id: id,
+            partition_spec: pb::PbPartitionSpec {
+                partition_key_values: spec
+                    .iter()
+                    .map(|(k, v)| pb::PbKeyValue {
+                        key: (*k).to_owned(),
+                        value: (*v).to_owned(),
+                    })
+                    .collect(),
+            },
+            remote_data_dir: None,
+            bucket_count: None,
+        }
+    }
+
+    #[test]
+    fn partition_name_joins_values_with_dollar_in_spec_order() {
+        let p = PartitionInfo::from_pb(info(7, &[("dt", "20261130"), ("region", "eu")]));
+        assert_eq!(p.partition_id, 7);
+        assert_eq!(p.name, "20261130$eu");
+        assert_eq!(
+            p.spec,
+            vec![
+                ("dt".to_owned(), "20261130".to_owned()),
+                ("region".to_owned(), "eu".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn single_key_partition_name_is_the_value() {
+        assert_eq!(
+            PartitionInfo::from_pb(info(1, &[("dt", "2026")])).name,
+            "2026"
+        );
+    }
+
+    #[test]
+    fn spec_to_pb_keeps_order_and_pairs() {
+        let spec = vec![
+            ("b".to_owned(), "2".to_owned()),
+            ("a".to_owned(), "1".to_owned()),
+        ];
+        let pb = spec_to_pb(&spec);
+        let pairs: Vec<(&str, &str)> = pb
+            .partition_key_values
+            .iter()
+            .map(|kv| (kv.key.as_str(), kv.value.as_str()))
+            .collect();
+        assert_eq!(pairs, vec![("b", "2"), ("a", "1")]);
     }
 }
