@@ -17,6 +17,7 @@ pub mod admin;
 pub mod connection;
 pub mod error;
 pub mod metadata;
+pub mod row;
 pub mod scanner;
 pub mod writer;
 

@@ -1,0 +1,445 @@
+//! The typed row API: [`Datum`] (one borrowed field value), [`InternalRow`]
+//! (a row read field by field) and [`GenericRow`] (a reusable row of datums).
+//!
+//! Rows are how a caller hands single records to the writer without boxing
+//! or allocating per value: a `Datum` borrows strings and bytes from the
+//! caller, and every variant is `Copy`. The writer reads a row once, field by
+//! field, straight into Arrow column builders.
+//!
+//! Value conventions follow Fluss's `InternalRow` (so a value means the same
+//! thing here as in the Java and Rust clients):
+//! - DECIMAL is the unscaled integer; the column's scale gives the point.
+//! - DATE is days since 1970-01-01, TIME is milliseconds of the day.
+//! - TIMESTAMP and TIMESTAMP_LTZ are milliseconds since the epoch plus the
+//!   nanoseconds within that millisecond ([`Timestamp`]); TIMESTAMP has no
+//!   zone (a wall-clock reading), TIMESTAMP_LTZ is an instant.
+//! - CHAR and STRING are UTF-8 text; BYTES and BINARY(n) are raw bytes.
+
+use std::fmt;
+
+/// Nanoseconds in one millisecond: the exclusive upper bound of
+/// [`Timestamp::nanos_of_milli`].
+pub const NANOS_PER_MILLI: i32 = 1_000_000;
+
+/// A point in time as Fluss rows carry it: milliseconds since the epoch and
+/// the nanoseconds within that millisecond.
+///
+/// Guarantees: `0 <= nanos_of_milli < 1_000_000` (the constructors keep it so;
+/// an instant before the epoch has negative millis and a non-negative nanos part).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp {
+    millis: i64,
+    nanos_of_milli: i32,
+}
+
+impl Timestamp {
+    /// The timestamp `millis` milliseconds after the epoch.
+    pub const fn from_millis(millis: i64) -> Self {
+        Self {
+            millis,
+            nanos_of_milli: 0,
+        }
+    }
+
+    /// The timestamp `micros` microseconds after the epoch.
+    pub const fn from_micros(micros: i64) -> Self {
+        Self {
+            millis: micros.div_euclid(1_000),
+            nanos_of_milli: (micros.rem_euclid(1_000) * 1_000) as i32,
+        }
+    }
+
+    /// The timestamp `nanos` nanoseconds after the epoch.
+    pub const fn from_nanos(nanos: i64) -> Self {
+        Self {
+            millis: nanos.div_euclid(NANOS_PER_MILLI as i64),
+            nanos_of_milli: nanos.rem_euclid(NANOS_PER_MILLI as i64) as i32,
+        }
+    }
+
+    /// The timestamp from its two parts; `None` when `nanos_of_milli` is
+    /// outside `0..1_000_000`.
+    pub const fn new(millis: i64, nanos_of_milli: i32) -> Option<Self> {
+        if nanos_of_milli < 0 || nanos_of_milli >= NANOS_PER_MILLI {
+            return None;
+        }
+        Some(Self {
+            millis,
+            nanos_of_milli,
+        })
+    }
+
+    /// Milliseconds since the epoch (rounded towards negative infinity).
+    pub const fn millis(&self) -> i64 {
+        self.millis
+    }
+
+    /// Nanoseconds within the millisecond, in `0..1_000_000`.
+    pub const fn nanos_of_milli(&self) -> i32 {
+        self.nanos_of_milli
+    }
+}
+
+/// One field value, borrowed from the caller: no boxing, no allocation, `Copy`.
+///
+/// Each variant matches exactly one family of Fluss types (see the module
+/// doc for the value conventions); the writer refuses a variant that does
+/// not match its column's type rather than converting silently.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Datum<'a> {
+    /// SQL NULL; accepted only by nullable columns.
+    Null,
+    /// BOOLEAN.
+    Boolean(bool),
+    /// TINYINT.
+    TinyInt(i8),
+    /// SMALLINT.
+    SmallInt(i16),
+    /// INT.
+    Int(i32),
+    /// BIGINT.
+    BigInt(i64),
+    /// FLOAT.
+    Float(f32),
+    /// DOUBLE.
+    Double(f64),
+    /// STRING or CHAR(n).
+    String(&'a str),
+    /// BYTES or BINARY(n).
+    Binary(&'a [u8]),
+    /// DECIMAL(p, s): the unscaled value (`value * 10^-s` is the number).
+    Decimal(i128),
+    /// DATE: days since 1970-01-01.
+    Date(i32),
+    /// TIME(p): milliseconds of the day.
+    Time(i32),
+    /// TIMESTAMP(p): a wall-clock reading without zone.
+    Timestamp(Timestamp),
+    /// TIMESTAMP_LTZ(p): an instant.
+    TimestampLtz(Timestamp),
+}
+
+impl<'a> Datum<'a> {
+    /// Whether this is [`Datum::Null`].
+    pub const fn is_null(&self) -> bool {
+        matches!(self, Datum::Null)
+    }
+
+    /// The name of the type family this datum belongs to, for error messages.
+    pub const fn type_name(&self) -> &'static str {
+        match self {
+            Datum::Null => "NULL",
+            Datum::Boolean(_) => "BOOLEAN",
+            Datum::TinyInt(_) => "TINYINT",
+            Datum::SmallInt(_) => "SMALLINT",
+            Datum::Int(_) => "INT",
+            Datum::BigInt(_) => "BIGINT",
+            Datum::Float(_) => "FLOAT",
+            Datum::Double(_) => "DOUBLE",
+            Datum::String(_) => "STRING",
+            Datum::Binary(_) => "BYTES",
+            Datum::Decimal(_) => "DECIMAL",
+            Datum::Date(_) => "DATE",
+            Datum::Time(_) => "TIME",
+            Datum::Timestamp(_) => "TIMESTAMP",
+            Datum::TimestampLtz(_) => "TIMESTAMP_LTZ",
+        }
+    }
+
+    /// The value of a BOOLEAN datum.
+    pub const fn as_bool(&self) -> Option<bool> {
+        match self {
+            Datum::Boolean(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The value of any integer datum (TINYINT to BIGINT), widened.
+    pub const fn as_i64(&self) -> Option<i64> {
+        match self {
+            Datum::TinyInt(v) => Some(*v as i64),
+            Datum::SmallInt(v) => Some(*v as i64),
+            Datum::Int(v) => Some(*v as i64),
+            Datum::BigInt(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The value of a FLOAT or DOUBLE datum, widened.
+    pub const fn as_f64(&self) -> Option<f64> {
+        match self {
+            Datum::Float(v) => Some(*v as f64),
+            Datum::Double(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The text of a STRING datum.
+    pub const fn as_str(&self) -> Option<&'a str> {
+        match self {
+            Datum::String(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The bytes of a BYTES datum.
+    pub const fn as_bytes(&self) -> Option<&'a [u8]> {
+        match self {
+            Datum::Binary(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Datum<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Datum::Null => f.write_str("NULL"),
+            Datum::Boolean(v) => write!(f, "{v}"),
+            Datum::TinyInt(v) => write!(f, "{v}"),
+            Datum::SmallInt(v) => write!(f, "{v}"),
+            Datum::Int(v) => write!(f, "{v}"),
+            Datum::BigInt(v) => write!(f, "{v}"),
+            Datum::Float(v) => write!(f, "{v}"),
+            Datum::Double(v) => write!(f, "{v}"),
+            Datum::String(v) => write!(f, "{v:?}"),
+            Datum::Binary(v) => write!(f, "{} bytes", v.len()),
+            Datum::Decimal(v) => write!(f, "{v} (unscaled)"),
+            Datum::Date(v) => write!(f, "day {v}"),
+            Datum::Time(v) => write!(f, "{v} ms of day"),
+            Datum::Timestamp(t) | Datum::TimestampLtz(t) => {
+                write!(f, "{} ms + {} ns", t.millis, t.nanos_of_milli)
+            }
+        }
+    }
+}
+
+macro_rules! datum_from {
+    ($($t:ty => $variant:ident),* $(,)?) => {
+        $(impl From<$t> for Datum<'_> {
+            fn from(v: $t) -> Self {
+                Datum::$variant(v)
+            }
+        })*
+    };
+}
+
+datum_from!(bool => Boolean, i8 => TinyInt, i16 => SmallInt, i32 => Int, i64 => BigInt, f32 => Float, f64 => Double);
+
+impl<'a> From<&'a str> for Datum<'a> {
+    fn from(v: &'a str) -> Self {
+        Datum::String(v)
+    }
+}
+
+impl<'a> From<&'a [u8]> for Datum<'a> {
+    fn from(v: &'a [u8]) -> Self {
+        Datum::Binary(v)
+    }
+}
+
+impl<'a, T: Into<Datum<'a>>> From<Option<T>> for Datum<'a> {
+    fn from(v: Option<T>) -> Self {
+        v.map_or(Datum::Null, Into::into)
+    }
+}
+
+/// A row read field by field, like Fluss's `InternalRow`.
+///
+/// Implemented for `[Datum]` slices, [`GenericRow`], and (in the scanner) a
+/// row view over a received RecordBatch. Readers (the writer's column
+/// builders, the bucket assigner, the partition router) check
+/// `field_count()` against the table once per row and then read positions
+/// below it only.
+pub trait InternalRow {
+    /// Number of fields in the row.
+    fn field_count(&self) -> usize;
+
+    /// The value at `pos`. Callers keep `pos < field_count()`; an
+    /// implementation may panic otherwise.
+    fn datum(&self, pos: usize) -> Datum<'_>;
+
+    /// Whether the value at `pos` is NULL.
+    fn is_null_at(&self, pos: usize) -> bool {
+        self.datum(pos).is_null()
+    }
+}
+
+impl InternalRow for [Datum<'_>] {
+    fn field_count(&self) -> usize {
+        self.len()
+    }
+
+    fn datum(&self, pos: usize) -> Datum<'_> {
+        self[pos]
+    }
+}
+
+impl<const N: usize> InternalRow for [Datum<'_>; N] {
+    fn field_count(&self) -> usize {
+        N
+    }
+
+    fn datum(&self, pos: usize) -> Datum<'_> {
+        self[pos]
+    }
+}
+
+/// A row of datums owned as a `Vec`, meant to be refilled record after
+/// record so its allocation is made once.
+///
+/// The datums borrow for `'a`; to refill the row from data with a shorter
+/// life, [`GenericRow::recycle`] hands the same allocation back with a new
+/// lifetime.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GenericRow<'a> {
+    values: Vec<Datum<'a>>,
+}
+
+impl<'a> GenericRow<'a> {
+    /// An empty row with room for `field_count` fields.
+    pub fn with_capacity(field_count: usize) -> Self {
+        Self {
+            values: Vec::with_capacity(field_count),
+        }
+    }
+
+    /// A row of `field_count` NULLs, to fill with [`GenericRow::set`].
+    pub fn nulls(field_count: usize) -> Self {
+        Self {
+            values: vec![Datum::Null; field_count],
+        }
+    }
+
+    /// A row holding these values.
+    pub fn from_values(values: Vec<Datum<'a>>) -> Self {
+        Self { values }
+    }
+
+    /// Sets the field at `pos`; panics if `pos >= field_count()` (a caller bug:
+    /// the row's width is fixed by the caller).
+    pub fn set(&mut self, pos: usize, value: impl Into<Datum<'a>>) {
+        self.values[pos] = value.into();
+    }
+
+    /// Appends a field at the end.
+    pub fn push(&mut self, value: impl Into<Datum<'a>>) {
+        self.values.push(value.into());
+    }
+
+    /// Removes every field, keeping the allocation.
+    pub fn clear(&mut self) {
+        self.values.clear();
+    }
+
+    /// The fields, in order.
+    pub fn values(&self) -> &[Datum<'a>] {
+        &self.values
+    }
+
+    /// This row emptied, with its allocation kept, ready to borrow from data
+    /// with another lifetime (e.g. the next line of an input file).
+    pub fn recycle<'b>(mut self) -> GenericRow<'b> {
+        self.values.clear();
+        // The vector is empty, so nothing is mapped; collecting an empty
+        // `IntoIter` of a same-layout type reuses the allocation.
+        GenericRow {
+            values: self.values.into_iter().map(|_| Datum::Null).collect(),
+        }
+    }
+}
+
+impl InternalRow for GenericRow<'_> {
+    fn field_count(&self) -> usize {
+        self.values.len()
+    }
+
+    fn datum(&self, pos: usize) -> Datum<'_> {
+        self.values[pos]
+    }
+}
+
+impl<R: InternalRow + ?Sized> InternalRow for &R {
+    fn field_count(&self) -> usize {
+        (**self).field_count()
+    }
+
+    fn datum(&self, pos: usize) -> Datum<'_> {
+        (**self).datum(pos)
+    }
+
+    fn is_null_at(&self, pos: usize) -> bool {
+        (**self).is_null_at(pos)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_split_into_millis_and_non_negative_nanos() {
+        let t = Timestamp::from_nanos(1_500_000_123);
+        assert_eq!((t.millis(), t.nanos_of_milli()), (1_500, 123));
+        let before_epoch = Timestamp::from_nanos(-1);
+        assert_eq!(
+            (before_epoch.millis(), before_epoch.nanos_of_milli()),
+            (-1, 999_999)
+        );
+        let micros = Timestamp::from_micros(-1_001);
+        assert_eq!((micros.millis(), micros.nanos_of_milli()), (-2, 999_000));
+        assert_eq!(Timestamp::new(0, NANOS_PER_MILLI), None);
+        assert_eq!(Timestamp::new(0, -1), None);
+        assert_eq!(
+            Timestamp::new(5, 7),
+            Some(Timestamp {
+                millis: 5,
+                nanos_of_milli: 7
+            })
+        );
+    }
+
+    #[test]
+    fn slices_arrays_and_generic_rows_read_the_same_fields() {
+        let text = String::from("pv");
+        let fields = [Datum::BigInt(7), Datum::String(&text), Datum::Null];
+        let row = GenericRow::from_values(fields.to_vec());
+        let slice: &[Datum<'_>] = &fields;
+        for r in [&slice as &dyn InternalRow, &fields, &row] {
+            assert_eq!(r.field_count(), 3);
+            assert_eq!(r.datum(0).as_i64(), Some(7));
+            assert_eq!(r.datum(1).as_str(), Some("pv"));
+            assert!(r.is_null_at(2));
+            assert!(!r.is_null_at(0));
+        }
+    }
+
+    #[test]
+    fn generic_row_is_refilled_without_reallocating() {
+        let mut row = GenericRow::with_capacity(4);
+        let first = String::from("a");
+        row.push(first.as_str());
+        row.push(Some(3i32));
+        row.push(None::<i64>);
+        assert_eq!(
+            row.values(),
+            &[Datum::String("a"), Datum::Int(3), Datum::Null]
+        );
+        let capacity = row.values.capacity();
+        let pointer = row.values.as_ptr() as usize;
+        let mut row = row.recycle();
+        drop(first);
+        assert_eq!(row.field_count(), 0);
+        let second = String::from("b");
+        row.push(second.as_str());
+        assert_eq!(row.values.capacity(), capacity);
+        assert_eq!(row.values.as_ptr() as usize, pointer);
+    }
+
+    #[test]
+    fn set_replaces_one_field() {
+        let mut row = GenericRow::nulls(2);
+        row.set(1, 2.5f64);
+        assert_eq!(row.values(), &[Datum::Null, Datum::Double(2.5)]);
+    }
+}
