@@ -26,6 +26,6 @@ pub use admin::{Admin, OffsetSpec, TableInfo, TablePath};
 pub use connection::ServerConnection;
 pub use error::{ClientError, Result};
 pub use metadata::TableRoute;
+pub use partition::{PartitionLookup, PartitionRouter, PartitionView};
 pub use scanner::{LogScanner, ScanBatch, ScannerConfig};
 pub use writer::{AppendWriter, BatchAck, WriterConfig};
-pub use partition::{PartitionLookup, PartitionRouter, PartitionView};
