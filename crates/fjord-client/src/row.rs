@@ -4,7 +4,7 @@
 //! Rows are how a caller hands single records to the writer without boxing
 //! or allocating per value: a `Datum` borrows strings and bytes from the
 //! caller, and every variant is `Copy`. The writer reads a row once, field by
-//! field, straight into Arrow column builders.
+//! field, straight into Arrow column buffers ([`RowBatchBuilder`]).
 //!
 //! Value conventions follow Fluss's `InternalRow` (so a value means the same
 //! thing here as in the Java and Rust clients):
@@ -14,6 +14,10 @@
 //!   nanoseconds within that millisecond ([`Timestamp`]); TIMESTAMP has no
 //!   zone (a wall-clock reading), TIMESTAMP_LTZ is an instant.
 //! - CHAR and STRING are UTF-8 text; BYTES and BINARY(n) are raw bytes.
+
+mod batch_builder;
+
+pub use batch_builder::{RowBatchBuilder, COLUMN_VAR_BYTES_MAX};
 
 use std::fmt;
 

@@ -1,0 +1,562 @@
+//! [`RowBatchBuilder`]: rows appended straight into the Arrow buffers of one
+//! table schema, finished into a `RecordBatch` batch after batch.
+//!
+//! The plan — which buffer each column writes and how a datum converts — is
+//! chosen once from the Arrow schema ([`ColumnKind`]). Per row, each column
+//! does one match on its kind and the datum and writes the value into its own
+//! `MutableBuffer`s: no builder objects, no boxing, no allocation once the
+//! buffers have reached their working size. Strings and bytes are copied
+//! once, from the caller's slice into the column's data buffer.
+//!
+//! A row that fails (wrong type, NULL into NOT NULL, value out of range) is
+//! rolled back from the columns it already reached, so the builder always
+//! holds whole rows.
+
+use std::sync::Arc;
+
+use arrow_array::types::{
+    Date32Type, Decimal128Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type,
+    Int8Type, Time32MillisecondType, Time32SecondType, Time64MicrosecondType, Time64NanosecondType,
+    TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
+    TimestampSecondType,
+};
+use arrow_array::{
+    ArrayRef, ArrowPrimitiveType, BinaryArray, BooleanArray, FixedSizeBinaryArray, PrimitiveArray,
+    RecordBatch, RecordBatchOptions, StringArray,
+};
+use arrow_buffer::{
+    BooleanBufferBuilder, Buffer, MutableBuffer, NullBufferBuilder, OffsetBuffer, ScalarBuffer,
+};
+use arrow_schema::{DataType as ArrowType, Field, SchemaRef, TimeUnit};
+
+use super::{Datum, InternalRow, Timestamp};
+use crate::error::{ClientError, Result};
+
+/// Milliseconds in a day: TIME values are milliseconds of the day, so they
+/// lie in `0..MILLIS_PER_DAY`.
+const MILLIS_PER_DAY: i32 = 86_400_000;
+
+/// Largest number of bytes one STRING/BYTES column can hold in one batch:
+/// Arrow's `Utf8`/`Binary` address their data with `i32` offsets. The writer
+/// seals batches long before this (its batch size is megabytes); the check
+/// keeps one oversized batch from wrapping the offsets.
+pub const COLUMN_VAR_BYTES_MAX: usize = i32::MAX as usize;
+
+/// How one column stores its values: the Arrow physical layout and the datum
+/// conversion, decided once from the column's Arrow type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ColumnKind {
+    Boolean,
+    Int8,
+    Int16,
+    Int32,
+    Int64,
+    Float32,
+    Float64,
+    /// `Utf8`: i32 offsets plus UTF-8 data.
+    Utf8,
+    /// `Binary`: i32 offsets plus bytes.
+    Binary,
+    /// `FixedSizeBinary(width)`.
+    FixedBinary {
+        width: usize,
+    },
+    /// `Decimal128(p, s)`; `bound` is `10^p`, the exclusive limit of the
+    /// unscaled value's magnitude.
+    Decimal {
+        bound: i128,
+    },
+    Date32,
+    Time32Second,
+    Time32Milli,
+    Time64Micro,
+    Time64Nano,
+    /// `Timestamp(unit, zone)`; a zone makes it TIMESTAMP_LTZ.
+    Timestamp {
+        unit: TimeUnit,
+        ltz: bool,
+    },
+}
+
+impl ColumnKind {
+    /// The kind for an Arrow type, or `None` when rows cannot carry it.
+    fn of(data_type: &ArrowType) -> Option<Self> {
+        Some(match data_type {
+            ArrowType::Boolean => Self::Boolean,
+            ArrowType::Int8 => Self::Int8,
+            ArrowType::Int16 => Self::Int16,
+            ArrowType::Int32 => Self::Int32,
+            ArrowType::Int64 => Self::Int64,
+            ArrowType::Float32 => Self::Float32,
+            ArrowType::Float64 => Self::Float64,
+            ArrowType::Utf8 => Self::Utf8,
+            ArrowType::Binary => Self::Binary,
+            ArrowType::FixedSizeBinary(width) => Self::FixedBinary {
+                width: usize::try_from(*width).ok().filter(|w| *w > 0)?,
+            },
+            ArrowType::Decimal128(precision, _) if (1..=38).contains(precision) => Self::Decimal {
+                bound: 10i128.pow(u32::from(*precision)),
+            },
+            ArrowType::Date32 => Self::Date32,
+            ArrowType::Time32(TimeUnit::Second) => Self::Time32Second,
+            ArrowType::Time32(TimeUnit::Millisecond) => Self::Time32Milli,
+            ArrowType::Time64(TimeUnit::Microsecond) => Self::Time64Micro,
+            ArrowType::Time64(TimeUnit::Nanosecond) => Self::Time64Nano,
+            ArrowType::Timestamp(unit, zone) => Self::Timestamp {
+                unit: *unit,
+                ltz: zone.is_some(),
+            },
+            _ => return None,
+        })
+    }
+
+    /// Bytes one value takes in the values buffer (var-width kinds: the
+    /// offset; booleans are bits and count as 0 here).
+    fn value_bytes(self) -> usize {
+        match self {
+            Self::Boolean => 0,
+            Self::Int8 => 1,
+            Self::Int16 => 2,
+            Self::Int32 | Self::Date32 | Self::Time32Second | Self::Time32Milli => 4,
+            Self::Float32 => 4,
+            Self::Int64 | Self::Float64 | Self::Time64Micro | Self::Time64Nano => 8,
+            Self::Timestamp { .. } => 8,
+            Self::Utf8 | Self::Binary => 4,
+            Self::FixedBinary { width } => width,
+            Self::Decimal { .. } => 16,
+        }
+    }
+
+    /// The datum variant this column takes, for error messages.
+    fn expected(self) -> &'static str {
+        match self {
+            Self::Boolean => "Datum::Boolean",
+            Self::Int8 => "Datum::TinyInt",
+            Self::Int16 => "Datum::SmallInt",
+            Self::Int32 => "Datum::Int",
+            Self::Int64 => "Datum::BigInt",
+            Self::Float32 => "Datum::Float",
+            Self::Float64 => "Datum::Double",
+            Self::Utf8 => "Datum::String",
+            Self::Binary | Self::FixedBinary { .. } => "Datum::Binary",
+            Self::Decimal { .. } => "Datum::Decimal",
+            Self::Date32 => "Datum::Date",
+            Self::Time32Second | Self::Time32Milli | Self::Time64Micro | Self::Time64Nano => {
+                "Datum::Time"
+            }
+            Self::Timestamp { ltz: false, .. } => "Datum::Timestamp",
+            Self::Timestamp { ltz: true, .. } => "Datum::TimestampLtz",
+        }
+    }
+}
+
+/// Why one value could not be appended (the column is added by the caller).
+enum Refusal {
+    /// The datum's variant does not fit the column.
+    Mismatch,
+    /// NULL into a NOT NULL column.
+    Null,
+    /// The value does not fit the column (precision, width, range).
+    OutOfRange(&'static str),
+}
+
+/// One column's buffers. Which buffers are used depends on the kind:
+/// fixed-width kinds write `values`; STRING/BYTES write `offsets` (i32, with
+/// the leading 0) and `values` (the data); BOOLEAN writes `bits`.
+struct Column {
+    kind: ColumnKind,
+    nullable: bool,
+    values: MutableBuffer,
+    offsets: MutableBuffer,
+    bits: BooleanBufferBuilder,
+    nulls: NullBufferBuilder,
+}
+
+impl Column {
+    fn new(kind: ColumnKind, nullable: bool, rows: usize, var_bytes: usize) -> Self {
+        let mut column = Self {
+            kind,
+            nullable,
+            values: MutableBuffer::new(0),
+            offsets: MutableBuffer::new(0),
+            bits: BooleanBufferBuilder::new(0),
+            nulls: NullBufferBuilder::new(rows),
+        };
+        column.reserve(rows, var_bytes);
+        column
+    }
+
+    /// Makes room for `rows` values (and `var_bytes` of text/bytes), so a
+    /// batch of the previous batch's size appends without reallocating.
+    fn reserve(&mut self, rows: usize, var_bytes: usize) {
+        match self.kind {
+            ColumnKind::Boolean => self.bits.reserve(rows),
+            ColumnKind::Utf8 | ColumnKind::Binary => {
+                self.offsets.reserve((rows + 1) * 4);
+                self.offsets.push(0i32);
+                self.values.reserve(var_bytes);
+            }
+            kind => self.values.reserve(rows * kind.value_bytes()),
+        }
+    }
+
+    fn is_var(&self) -> bool {
+        matches!(self.kind, ColumnKind::Utf8 | ColumnKind::Binary)
+    }
+
+    /// Appends one value; returns the bytes it added to the data buffer of
+    /// a STRING/BYTES column (0 otherwise). On error nothing was written.
+    #[inline]
+    fn append(&mut self, datum: Datum<'_>) -> std::result::Result<usize, Refusal> {
+        let mut var_bytes = 0;
+        match (self.kind, datum) {
+            (_, Datum::Null) => {
+                if !self.nullable {
+                    return Err(Refusal::Null);
+                }
+                self.append_null_slot();
+                self.nulls.append_null();
+                return Ok(0);
+            }
+            (ColumnKind::Boolean, Datum::Boolean(v)) => self.bits.append(v),
+            (ColumnKind::Int8, Datum::TinyInt(v)) => self.values.push(v),
+            (ColumnKind::Int16, Datum::SmallInt(v)) => self.values.push(v),
+            (ColumnKind::Int32, Datum::Int(v)) => self.values.push(v),
+            (ColumnKind::Int64, Datum::BigInt(v)) => self.values.push(v),
+            (ColumnKind::Float32, Datum::Float(v)) => self.values.push(v),
+            (ColumnKind::Float64, Datum::Double(v)) => self.values.push(v),
+            (ColumnKind::Utf8, Datum::String(v)) => var_bytes = self.push_var(v.as_bytes())?,
+            (ColumnKind::Binary, Datum::Binary(v)) => var_bytes = self.push_var(v)?,
+            (ColumnKind::FixedBinary { width }, Datum::Binary(v)) => {
+                if v.len() != width {
+                    return Err(Refusal::OutOfRange("byte length differs from BINARY(n)"));
+                }
+                self.values.extend_from_slice(v);
+            }
+            (ColumnKind::Decimal { bound }, Datum::Decimal(v)) => {
+                if v <= -bound || v >= bound {
+                    return Err(Refusal::OutOfRange(
+                        "unscaled value has more digits than the precision",
+                    ));
+                }
+                self.values.push(v);
+            }
+            (ColumnKind::Date32, Datum::Date(v)) => self.values.push(v),
+            // Fluss's writers truncate a finer value to the column's unit.
+            (ColumnKind::Time32Second, Datum::Time(ms)) => {
+                self.values.push(time_of_day(ms)? / 1_000)
+            }
+            (ColumnKind::Time32Milli, Datum::Time(ms)) => self.values.push(time_of_day(ms)?),
+            (ColumnKind::Time64Micro, Datum::Time(ms)) => {
+                self.values.push(i64::from(time_of_day(ms)?) * 1_000)
+            }
+            (ColumnKind::Time64Nano, Datum::Time(ms)) => {
+                self.values.push(i64::from(time_of_day(ms)?) * 1_000_000)
+            }
+            (ColumnKind::Timestamp { unit, ltz: false }, Datum::Timestamp(t))
+            | (ColumnKind::Timestamp { unit, ltz: true }, Datum::TimestampLtz(t)) => {
+                let value = timestamp_in_unit(t, unit)
+                    .ok_or(Refusal::OutOfRange("timestamp overflows the column's unit"))?;
+                self.values.push(value);
+            }
+            _ => return Err(Refusal::Mismatch),
+        }
+        self.nulls.append_non_null();
+        Ok(var_bytes)
+    }
+
+    /// The placeholder a NULL occupies in the value buffers.
+    fn append_null_slot(&mut self) {
+        match self.kind {
+            ColumnKind::Boolean => self.bits.append(false),
+            ColumnKind::Utf8 | ColumnKind::Binary => {
+                // Lossless: the data length is kept below COLUMN_VAR_BYTES_MAX.
+                self.offsets.push(self.values.len() as i32);
+            }
+            kind => self.values.extend_zeros(kind.value_bytes()),
+        }
+    }
+
+    #[inline]
+    fn push_var(&mut self, bytes: &[u8]) -> std::result::Result<usize, Refusal> {
+        let end = self.values.len() + bytes.len();
+        if end > COLUMN_VAR_BYTES_MAX {
+            return Err(Refusal::OutOfRange(
+                "the batch's data in this column would exceed 2 GiB; finish the batch earlier",
+            ));
+        }
+        self.values.extend_from_slice(bytes);
+        // Lossless: `end` was just checked against i32::MAX.
+        self.offsets.push(end as i32);
+        Ok(bytes.len())
+    }
+
+    /// Drops every value after the first `rows` (rolls back a failed row).
+    fn truncate(&mut self, rows: usize) {
+        self.nulls.truncate(rows);
+        match self.kind {
+            ColumnKind::Boolean => self.bits.truncate(rows),
+            ColumnKind::Utf8 | ColumnKind::Binary => {
+                self.offsets.truncate((rows + 1) * 4);
+                let end = self.offsets.typed_data::<i32>()[rows];
+                // Offsets are never negative: they are lengths of a buffer.
+                self.values.truncate(end as usize);
+            }
+            kind => self.values.truncate(rows * kind.value_bytes()),
+        }
+    }
+
+    /// The column's values as an Arrow array of `field`'s type; the buffers
+    /// start over with room for as many rows and bytes.
+    fn finish(&mut self, field: &Field, rows: usize) -> Result<ArrayRef> {
+        let var_bytes = if self.is_var() { self.values.len() } else { 0 };
+        let nulls = self.nulls.finish();
+        let values: Buffer = std::mem::take(&mut self.values).into();
+        let offsets: Buffer = std::mem::take(&mut self.offsets).into();
+        let data_type = field.data_type().clone();
+        let array: ArrayRef = match self.kind {
+            ColumnKind::Boolean => Arc::new(BooleanArray::new(self.bits.finish(), nulls)),
+            ColumnKind::Int8 => primitive::<Int8Type>(values, rows, nulls, data_type),
+            ColumnKind::Int16 => primitive::<Int16Type>(values, rows, nulls, data_type),
+            ColumnKind::Int32 => primitive::<Int32Type>(values, rows, nulls, data_type),
+            ColumnKind::Int64 => primitive::<Int64Type>(values, rows, nulls, data_type),
+            ColumnKind::Float32 => primitive::<Float32Type>(values, rows, nulls, data_type),
+            ColumnKind::Float64 => primitive::<Float64Type>(values, rows, nulls, data_type),
+            ColumnKind::Decimal { .. } => {
+                primitive::<Decimal128Type>(values, rows, nulls, data_type)
+            }
+            ColumnKind::Date32 => primitive::<Date32Type>(values, rows, nulls, data_type),
+            ColumnKind::Time32Second => {
+                primitive::<Time32SecondType>(values, rows, nulls, data_type)
+            }
+            ColumnKind::Time32Milli => {
+                primitive::<Time32MillisecondType>(values, rows, nulls, data_type)
+            }
+            ColumnKind::Time64Micro => {
+                primitive::<Time64MicrosecondType>(values, rows, nulls, data_type)
+            }
+            ColumnKind::Time64Nano => {
+                primitive::<Time64NanosecondType>(values, rows, nulls, data_type)
+            }
+            ColumnKind::Timestamp { unit, .. } => match unit {
+                TimeUnit::Second => {
+                    primitive::<TimestampSecondType>(values, rows, nulls, data_type)
+                }
+                TimeUnit::Millisecond => {
+                    primitive::<TimestampMillisecondType>(values, rows, nulls, data_type)
+                }
+                TimeUnit::Microsecond => {
+                    primitive::<TimestampMicrosecondType>(values, rows, nulls, data_type)
+                }
+                TimeUnit::Nanosecond => {
+                    primitive::<TimestampNanosecondType>(values, rows, nulls, data_type)
+                }
+            },
+            ColumnKind::Utf8 => {
+                let offsets = OffsetBuffer::new(ScalarBuffer::new(offsets, 0, rows + 1));
+                let array = StringArray::try_new(offsets, values, nulls)
+                    .map_err(|e| invalid_column(field, &e.to_string()))?;
+                Arc::new(array)
+            }
+            ColumnKind::Binary => {
+                let offsets = OffsetBuffer::new(ScalarBuffer::new(offsets, 0, rows + 1));
+                let array = BinaryArray::try_new(offsets, values, nulls)
+                    .map_err(|e| invalid_column(field, &e.to_string()))?;
+                Arc::new(array)
+            }
+            ColumnKind::FixedBinary { width } => {
+                // `ColumnKind::of` took the width from an i32.
+                let array = FixedSizeBinaryArray::try_new(width as i32, values, nulls)
+                    .map_err(|e| invalid_column(field, &e.to_string()))?;
+                Arc::new(array)
+            }
+        };
+        self.reserve(rows, var_bytes);
+        Ok(array)
+    }
+}
+
+/// A primitive array over `values` (which hold exactly `rows` natives).
+fn primitive<T: ArrowPrimitiveType>(
+    values: Buffer,
+    rows: usize,
+    nulls: Option<arrow_buffer::NullBuffer>,
+    data_type: ArrowType,
+) -> ArrayRef {
+    // `with_data_type` keeps the field's parameters (precision and scale,
+    // time zone); the kind was derived from this very type, so it is compatible.
+    Arc::new(
+        PrimitiveArray::<T>::new(ScalarBuffer::new(values, 0, rows), nulls)
+            .with_data_type(data_type),
+    )
+}
+
+/// A TIME datum's milliseconds, checked to lie within one day.
+#[inline]
+fn time_of_day(ms: i32) -> std::result::Result<i32, Refusal> {
+    if (0..MILLIS_PER_DAY).contains(&ms) {
+        Ok(ms)
+    } else {
+        Err(Refusal::OutOfRange(
+            "TIME is milliseconds of the day, 0..86400000",
+        ))
+    }
+}
+
+/// The timestamp as a count of `unit` since the epoch, as Fluss's writers
+/// compute it (a coarser unit truncates towards zero); `None` on overflow.
+fn timestamp_in_unit(t: Timestamp, unit: TimeUnit) -> Option<i64> {
+    let millis = t.millis();
+    let nanos = i64::from(t.nanos_of_milli());
+    match unit {
+        TimeUnit::Second => Some(millis / 1_000),
+        TimeUnit::Millisecond => Some(millis),
+        TimeUnit::Microsecond => millis.checked_mul(1_000)?.checked_add(nanos / 1_000),
+        TimeUnit::Nanosecond => millis.checked_mul(1_000_000)?.checked_add(nanos),
+    }
+}
+
+fn invalid_column(field: &Field, reason: &str) -> ClientError {
+    ClientError::Invalid(format!(
+        "column `{}` ({}): {reason}",
+        field.name(),
+        field.data_type()
+    ))
+}
+
+/// Rows → Arrow columns of one table schema, reused batch after batch.
+///
+/// Guarantees: every finished batch has exactly the schema given to
+/// [`RowBatchBuilder::new`]; a row is either appended whole or not at all;
+/// NULL only lands in nullable columns; after `finish` the buffers are
+/// pre-sized from the batch just finished.
+pub struct RowBatchBuilder {
+    schema: SchemaRef,
+    columns: Vec<Column>,
+    rows: usize,
+    /// Bytes of values, offsets and var-width data so far (bitmaps are added
+    /// in `estimated_bytes`).
+    bytes: usize,
+    /// Fixed bytes every row adds: value widths and offsets.
+    row_fixed_bytes: usize,
+    /// Columns with a bitmap (BOOLEAN values, nullable validity): each adds
+    /// one bit per row.
+    bitmap_columns: usize,
+}
+
+impl RowBatchBuilder {
+    /// The builder for rows of `schema`. Fails, naming the column, when a
+    /// column's Arrow type has no row representation (nested types: ARRAY,
+    /// MAP, ROW — append those as a RecordBatch instead).
+    pub fn new(schema: SchemaRef) -> Result<Self> {
+        /// Rows the first batch has room for before growing.
+        const INITIAL_ROWS: usize = 1024;
+        let mut columns = Vec::with_capacity(schema.fields().len());
+        let mut row_fixed_bytes = 0;
+        let mut bitmap_columns = 0;
+        for field in schema.fields() {
+            let kind = ColumnKind::of(field.data_type()).ok_or_else(|| {
+                invalid_column(
+                    field,
+                    "rows cannot carry this type; append a RecordBatch instead",
+                )
+            })?;
+            row_fixed_bytes += kind.value_bytes();
+            bitmap_columns +=
+                usize::from(kind == ColumnKind::Boolean) + usize::from(field.is_nullable());
+            columns.push(Column::new(kind, field.is_nullable(), INITIAL_ROWS, 0));
+        }
+        Ok(Self {
+            schema,
+            columns,
+            rows: 0,
+            bytes: 0,
+            row_fixed_bytes,
+            bitmap_columns,
+        })
+    }
+
+    /// The schema every finished batch has.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// Appends one row. Fails — and appends nothing — when the row's field
+    /// count differs from the schema's, a datum's variant does not match its
+    /// column, a NULL meets a NOT NULL column, or a value does not fit (the
+    /// error names the column, its type and the datum's).
+    pub fn append<R: InternalRow + ?Sized>(&mut self, row: &R) -> Result<()> {
+        if row.field_count() != self.columns.len() {
+            return Err(ClientError::Invalid(format!(
+                "row has {} fields but the table has {} columns",
+                row.field_count(),
+                self.columns.len()
+            )));
+        }
+        let mut var_bytes = 0;
+        for pos in 0..self.columns.len() {
+            let datum = row.datum(pos);
+            match self.columns[pos].append(datum) {
+                Ok(n) => var_bytes += n,
+                Err(refusal) => {
+                    for column in &mut self.columns[..pos] {
+                        column.truncate(self.rows);
+                    }
+                    return Err(self.refusal_error(pos, datum, refusal));
+                }
+            }
+        }
+        self.rows += 1;
+        self.bytes += self.row_fixed_bytes + var_bytes;
+        Ok(())
+    }
+
+    #[cold]
+    fn refusal_error(&self, pos: usize, datum: Datum<'_>, refusal: Refusal) -> ClientError {
+        let field = self.schema.field(pos);
+        let reason = match refusal {
+            Refusal::Mismatch => format!(
+                "cannot take a {} value; expects {}",
+                datum.type_name(),
+                self.columns[pos].kind.expected()
+            ),
+            Refusal::Null => "is NOT NULL but the row has NULL".to_owned(),
+            Refusal::OutOfRange(why) => format!("value {datum} does not fit: {why}"),
+        };
+        invalid_column(field, &reason)
+    }
+
+    /// Rows appended since the last `finish`.
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    /// Whether no row was appended since the last `finish`.
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// Uncompressed Arrow bytes of the rows so far (values, offsets, data
+    /// and bitmaps; not the IPC framing), kept as rows are appended: O(1).
+    pub fn estimated_bytes(&self) -> usize {
+        self.bytes + (self.rows * self.bitmap_columns).div_ceil(8)
+    }
+
+    /// The rows appended so far as a RecordBatch of the builder's schema;
+    /// the builder is empty afterwards, with room for a batch of this size.
+    pub fn finish(&mut self) -> Result<RecordBatch> {
+        let rows = self.rows;
+        let mut arrays = Vec::with_capacity(self.columns.len());
+        for (column, field) in self.columns.iter_mut().zip(self.schema.fields()) {
+            arrays.push(column.finish(field, rows)?);
+        }
+        self.rows = 0;
+        self.bytes = 0;
+        let options = RecordBatchOptions::new().with_row_count(Some(rows));
+        RecordBatch::try_new_with_options(self.schema.clone(), arrays, &options)
+            .map_err(|e| ClientError::Invalid(format!("finishing a batch of rows: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests;

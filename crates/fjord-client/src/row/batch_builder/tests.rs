@@ -1,0 +1,402 @@
+//! Tests of [`RowBatchBuilder`]: every scalar type, refusals, rollback and reuse.
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::*;
+use arrow_array::Array;
+use fjord_format::arrow_schema::to_arrow_schema;
+use fjord_format::schema::Schema;
+use fjord_format::types::DataType;
+
+use super::*;
+use crate::row::GenericRow;
+
+fn builder(columns: &[(&str, DataType)]) -> RowBatchBuilder {
+    let mut schema = Schema::builder();
+    for (name, data_type) in columns {
+        schema = schema.column(*name, data_type.clone());
+    }
+    RowBatchBuilder::new(to_arrow_schema(&schema.build().unwrap())).unwrap()
+}
+
+fn error_of(builder: &mut RowBatchBuilder, row: &[Datum<'_>]) -> String {
+    builder.append(row).unwrap_err().to_string()
+}
+
+fn all_types() -> Vec<(&'static str, DataType)> {
+    vec![
+        ("b", DataType::boolean()),
+        ("i8", DataType::tinyint()),
+        ("i16", DataType::smallint()),
+        ("i32", DataType::int()),
+        ("i64", DataType::bigint()),
+        ("f32", DataType::float()),
+        ("f64", DataType::double()),
+        ("c", DataType::char(2).unwrap()),
+        ("s", DataType::string()),
+        ("bytes", DataType::bytes()),
+        ("bin", DataType::binary(3).unwrap()),
+        ("dec", DataType::decimal(10, 2).unwrap()),
+        ("date", DataType::date()),
+        ("t0", DataType::time(0).unwrap()),
+        ("t3", DataType::time(3).unwrap()),
+        ("t6", DataType::time(6).unwrap()),
+        ("t9", DataType::time(9).unwrap()),
+        ("ts0", DataType::timestamp(0).unwrap()),
+        ("ts3", DataType::timestamp(3).unwrap()),
+        ("ts6", DataType::timestamp(6).unwrap()),
+        ("ts9", DataType::timestamp(9).unwrap()),
+        ("ltz3", DataType::timestamp_ltz(3).unwrap()),
+        ("ltz9", DataType::timestamp_ltz(9).unwrap()),
+    ]
+}
+
+fn all_values_row<'a>(text: &'a str, bytes: &'a [u8]) -> Vec<Datum<'a>> {
+    let ts = Timestamp::new(1_700_000_000_123, 456_789).unwrap();
+    vec![
+        Datum::Boolean(true),
+        Datum::TinyInt(-8),
+        Datum::SmallInt(-16),
+        Datum::Int(-32),
+        Datum::BigInt(-64),
+        Datum::Float(1.5),
+        Datum::Double(-2.25),
+        Datum::String("ab"),
+        Datum::String(text),
+        Datum::Binary(bytes),
+        Datum::Binary(b"xyz"),
+        Datum::Decimal(-12_345),
+        Datum::Date(19_000),
+        Datum::Time(3_723_456),
+        Datum::Time(3_723_456),
+        Datum::Time(3_723_456),
+        Datum::Time(3_723_456),
+        Datum::Timestamp(ts),
+        Datum::Timestamp(ts),
+        Datum::Timestamp(ts),
+        Datum::Timestamp(ts),
+        Datum::TimestampLtz(ts),
+        Datum::TimestampLtz(ts),
+    ]
+}
+
+#[test]
+fn every_scalar_type_lands_in_its_arrow_column() {
+    let mut builder = builder(&all_types());
+    let text = String::from("héllo");
+    let bytes = vec![0u8, 255, 7];
+    builder.append(&all_values_row(&text, &bytes)[..]).unwrap();
+    let nulls = GenericRow::nulls(all_types().len());
+    builder.append(&nulls).unwrap();
+    let batch = builder.finish().unwrap();
+
+    assert_eq!(batch.schema(), *builder.schema());
+    assert_eq!(batch.num_rows(), 2);
+    for column in batch.columns() {
+        assert!(column.is_valid(0));
+        assert!(column.is_null(1));
+    }
+    let c = |name: &str| batch.column_by_name(name).unwrap().clone();
+    assert!(c("b").as_boolean().value(0));
+    assert_eq!(c("i8").as_primitive::<Int8Type>().value(0), -8);
+    assert_eq!(c("i16").as_primitive::<Int16Type>().value(0), -16);
+    assert_eq!(c("i32").as_primitive::<Int32Type>().value(0), -32);
+    assert_eq!(c("i64").as_primitive::<Int64Type>().value(0), -64);
+    assert_eq!(c("f32").as_primitive::<Float32Type>().value(0), 1.5);
+    assert_eq!(c("f64").as_primitive::<Float64Type>().value(0), -2.25);
+    assert_eq!(c("c").as_string::<i32>().value(0), "ab");
+    assert_eq!(c("s").as_string::<i32>().value(0), "héllo");
+    assert_eq!(c("bytes").as_binary::<i32>().value(0), &[0, 255, 7]);
+    assert_eq!(c("bin").as_fixed_size_binary().value(0), b"xyz");
+    let dec = c("dec");
+    assert_eq!(dec.as_primitive::<Decimal128Type>().value(0), -12_345);
+    assert_eq!(dec.data_type(), &ArrowType::Decimal128(10, 2));
+    assert_eq!(c("date").as_primitive::<Date32Type>().value(0), 19_000);
+    assert_eq!(c("t0").as_primitive::<Time32SecondType>().value(0), 3_723);
+    assert_eq!(
+        c("t3").as_primitive::<Time32MillisecondType>().value(0),
+        3_723_456
+    );
+    assert_eq!(
+        c("t6").as_primitive::<Time64MicrosecondType>().value(0),
+        3_723_456_000
+    );
+    assert_eq!(
+        c("t9").as_primitive::<Time64NanosecondType>().value(0),
+        3_723_456_000_000
+    );
+    let millis = 1_700_000_000_123i64;
+    assert_eq!(
+        c("ts0").as_primitive::<TimestampSecondType>().value(0),
+        millis / 1_000
+    );
+    assert_eq!(
+        c("ts3").as_primitive::<TimestampMillisecondType>().value(0),
+        millis
+    );
+    assert_eq!(
+        c("ts6").as_primitive::<TimestampMicrosecondType>().value(0),
+        millis * 1_000 + 456
+    );
+    assert_eq!(
+        c("ts9").as_primitive::<TimestampNanosecondType>().value(0),
+        millis * 1_000_000 + 456_789
+    );
+    assert_eq!(
+        c("ltz3")
+            .as_primitive::<TimestampMillisecondType>()
+            .value(0),
+        millis
+    );
+    assert_eq!(
+        c("ltz9").as_primitive::<TimestampNanosecondType>().value(0),
+        millis * 1_000_000 + 456_789
+    );
+}
+
+#[test]
+fn coarser_timestamp_units_truncate_towards_zero_like_fluss_writers() {
+    let mut builder = builder(&[
+        ("s", DataType::timestamp(0).unwrap()),
+        ("us", DataType::timestamp(6).unwrap()),
+    ]);
+    let t = Timestamp::new(-1_500, 999_999).unwrap();
+    builder
+        .append(&[Datum::Timestamp(t), Datum::Timestamp(t)][..])
+        .unwrap();
+    let batch = builder.finish().unwrap();
+    assert_eq!(
+        batch
+            .column(0)
+            .as_primitive::<TimestampSecondType>()
+            .value(0),
+        -1
+    );
+    assert_eq!(
+        batch
+            .column(1)
+            .as_primitive::<TimestampMicrosecondType>()
+            .value(0),
+        -1_500_000 + 999
+    );
+}
+
+#[test]
+fn wrong_datum_type_is_refused_naming_column_and_types() {
+    let mut builder = builder(&[
+        ("id", DataType::bigint()),
+        ("ts", DataType::timestamp(3).unwrap()),
+    ]);
+    let message = error_of(&mut builder, &[Datum::Int(1), Datum::Null]);
+    assert!(message.contains("`id`"), "{message}");
+    assert!(message.contains("INT value"), "{message}");
+    assert!(message.contains("Datum::BigInt"), "{message}");
+    let ltz = Datum::TimestampLtz(Timestamp::from_millis(0));
+    let message = error_of(&mut builder, &[Datum::BigInt(1), ltz]);
+    assert!(message.contains("`ts`"), "{message}");
+    assert!(message.contains("TIMESTAMP_LTZ value"), "{message}");
+    assert!(message.contains("expects Datum::Timestamp"), "{message}");
+    assert!(builder.is_empty());
+}
+
+#[test]
+fn null_into_not_null_column_is_refused() {
+    let mut builder = builder(&[
+        ("id", DataType::bigint().not_null()),
+        ("name", DataType::string()),
+    ]);
+    builder
+        .append(&[Datum::BigInt(1), Datum::Null][..])
+        .unwrap();
+    let message = error_of(&mut builder, &[Datum::Null, Datum::String("x")]);
+    assert!(message.contains("`id`"), "{message}");
+    assert!(message.contains("NOT NULL"), "{message}");
+    let batch = builder.finish().unwrap();
+    assert_eq!(batch.num_rows(), 1);
+    assert_eq!(batch.column(0).null_count(), 0);
+}
+
+#[test]
+fn field_count_differing_from_the_schema_is_refused() {
+    let mut builder = builder(&[("a", DataType::int()), ("b", DataType::int())]);
+    let message = error_of(&mut builder, &[Datum::Int(1)]);
+    assert!(message.contains("1 fields"), "{message}");
+    assert!(message.contains("2 columns"), "{message}");
+}
+
+#[test]
+fn values_that_do_not_fit_their_column_are_refused() {
+    let cases: Vec<(DataType, Datum<'static>, &str)> = vec![
+        (
+            DataType::decimal(3, 1).unwrap(),
+            Datum::Decimal(1_000),
+            "precision",
+        ),
+        (
+            DataType::decimal(3, 1).unwrap(),
+            Datum::Decimal(-1_000),
+            "precision",
+        ),
+        (
+            DataType::binary(4).unwrap(),
+            Datum::Binary(b"abc"),
+            "BINARY(n)",
+        ),
+        (
+            DataType::time(3).unwrap(),
+            Datum::Time(86_400_000),
+            "milliseconds of the day",
+        ),
+        (
+            DataType::time(3).unwrap(),
+            Datum::Time(-1),
+            "milliseconds of the day",
+        ),
+        (
+            DataType::timestamp(9).unwrap(),
+            Datum::Timestamp(Timestamp::from_millis(i64::MAX / 1_000)),
+            "overflows",
+        ),
+    ];
+    for (data_type, datum, expected) in cases {
+        let mut builder = builder(&[("v", data_type.clone())]);
+        let message = error_of(&mut builder, &[datum]);
+        assert!(message.contains(expected), "{data_type}: {message}");
+        assert!(message.contains("`v`"), "{data_type}: {message}");
+    }
+    // The largest values that do fit.
+    let mut builder = builder(&[("v", DataType::decimal(3, 1).unwrap())]);
+    builder.append(&[Datum::Decimal(999)][..]).unwrap();
+    builder.append(&[Datum::Decimal(-999)][..]).unwrap();
+}
+
+#[test]
+fn a_refused_row_leaves_no_partial_values_behind() {
+    let mut builder = builder(&[
+        ("name", DataType::string()),
+        ("flag", DataType::boolean()),
+        ("blob", DataType::bytes()),
+        ("n", DataType::int().not_null()),
+    ]);
+    builder
+        .append(
+            &[
+                Datum::String("first"),
+                Datum::Boolean(true),
+                Datum::Binary(b"1"),
+                Datum::Int(1),
+            ][..],
+        )
+        .unwrap();
+    let bytes_before = builder.estimated_bytes();
+    // The last column refuses, after three columns took their values.
+    error_of(
+        &mut builder,
+        &[
+            Datum::String("lost"),
+            Datum::Null,
+            Datum::Binary(b"lost"),
+            Datum::Null,
+        ],
+    );
+    assert_eq!(builder.len(), 1);
+    assert_eq!(builder.estimated_bytes(), bytes_before);
+    builder
+        .append(
+            &[
+                Datum::String("second"),
+                Datum::Boolean(false),
+                Datum::Null,
+                Datum::Int(2),
+            ][..],
+        )
+        .unwrap();
+    let batch = builder.finish().unwrap();
+    let names = batch.column(0).as_string::<i32>();
+    assert_eq!(
+        names.iter().collect::<Vec<_>>(),
+        [Some("first"), Some("second")]
+    );
+    let flags = batch.column(1).as_boolean();
+    assert_eq!(flags.iter().collect::<Vec<_>>(), [Some(true), Some(false)]);
+    let blobs = batch.column(2).as_binary::<i32>();
+    assert_eq!(blobs.iter().collect::<Vec<_>>(), [Some(&b"1"[..]), None]);
+    let n = batch.column(3).as_primitive::<Int32Type>();
+    assert_eq!(n.values(), &[1, 2]);
+}
+
+#[test]
+fn builder_is_reused_across_batches_with_independent_contents() {
+    let mut builder = builder(&[("id", DataType::bigint()), ("s", DataType::string())]);
+    for i in 0..100 {
+        builder
+            .append(&[Datum::BigInt(i), Datum::String("abcd")][..])
+            .unwrap();
+    }
+    let first = builder.finish().unwrap();
+    assert!(builder.is_empty());
+    assert_eq!(builder.estimated_bytes(), 0);
+    builder
+        .append(&[Datum::BigInt(-1), Datum::Null][..])
+        .unwrap();
+    let second = builder.finish().unwrap();
+    assert_eq!(first.num_rows(), 100);
+    assert_eq!(first.column(0).as_primitive::<Int64Type>().value(99), 99);
+    assert_eq!(first.column(1).as_string::<i32>().value(99), "abcd");
+    assert_eq!(second.num_rows(), 1);
+    assert_eq!(second.column(0).as_primitive::<Int64Type>().value(0), -1);
+    assert!(second.column(1).is_null(0));
+    let empty = builder.finish().unwrap();
+    assert_eq!(empty.num_rows(), 0);
+    assert_eq!(empty.schema(), first.schema());
+}
+
+#[test]
+fn estimated_bytes_counts_values_offsets_data_and_bitmaps() {
+    let mut builder = builder(&[
+        ("id", DataType::bigint().not_null()),
+        ("s", DataType::string()),
+    ]);
+    builder
+        .append(&[Datum::BigInt(1), Datum::String("abc")][..])
+        .unwrap();
+    // 8 (BIGINT) + 4 (offset) + 3 (text) + one bit of validity for `s`.
+    assert_eq!(builder.estimated_bytes(), 8 + 4 + 3 + 1);
+    for _ in 0..15 {
+        builder
+            .append(&[Datum::BigInt(1), Datum::String("abc")][..])
+            .unwrap();
+    }
+    assert_eq!(builder.estimated_bytes(), 16 * 15 + 2);
+}
+
+#[test]
+fn nested_columns_are_refused_when_the_builder_is_made() {
+    let schema = fjord_format::fixtures::nested_schema();
+    let Err(error) = RowBatchBuilder::new(to_arrow_schema(&schema)) else {
+        panic!("nested schema accepted")
+    };
+    assert!(
+        error.to_string().contains("append a RecordBatch"),
+        "{error}"
+    );
+}
+
+#[test]
+fn user_behavior_rows_match_the_fixture_schema() {
+    let schema = to_arrow_schema(&fjord_format::fixtures::user_behavior_schema());
+    let mut builder = RowBatchBuilder::new(schema.clone()).unwrap();
+    let mut row = GenericRow::with_capacity(5);
+    for (i, behavior) in ["pv", "cart", "fav", "buy"].into_iter().enumerate() {
+        row.clear();
+        row.push(i as i64);
+        row.push(10 + i as i64);
+        row.push(100 + i as i64);
+        row.push(behavior);
+        row.push(Datum::Timestamp(Timestamp::from_millis(1_511_544_070_000)));
+        builder.append(&row).unwrap();
+    }
+    let batch = builder.finish().unwrap();
+    assert_eq!(batch.schema(), schema);
+    assert_eq!(batch.num_rows(), 4);
+    assert_eq!(batch.column(3).as_string::<i32>().value(1), "cart");
+}
