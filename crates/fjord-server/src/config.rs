@@ -36,6 +36,15 @@ pub const FETCH_BYTES_MAX_DEFAULT: usize = 64 * 1024 * 1024;
 pub const DEFAULT_BUCKET_NUMBER: i32 = 1;
 /// Default `max.bucket.num` (Fluss's name and default): buckets per table.
 pub const MAX_BUCKET_NUM_DEFAULT: i32 = 128_000;
+/// Default `max.partition.num` (Fluss's name and default): partitions per
+/// partitioned table. Protects the metadata store and the tablet count
+/// (every partition opens its own tablets) from a runaway writer creating
+/// partitions dynamically.
+pub const MAX_PARTITION_NUM_DEFAULT: usize = 1000;
+/// Default `auto-partition.check.interval` (Fluss's name and default, 10
+/// minutes): how often the coordinator pre-creates and expires
+/// auto-partitions.
+pub const AUTO_PARTITION_CHECK_INTERVAL_MS_DEFAULT: u64 = 10 * 60 * 1000;
 
 /// A configuration problem, naming the option and what is wrong.
 #[derive(Debug, thiserror::Error)]
@@ -297,6 +306,8 @@ pub struct ServerConfig {
     pub fetch_bytes_max: usize,
     /// Table defaults and limits.
     pub catalog: CatalogOptions,
+    /// See [`AUTO_PARTITION_CHECK_INTERVAL_MS_DEFAULT`].
+    pub auto_partition_check_interval_ms: u64,
     /// Log tablet settings (segment size, flush policy, retention).
     pub log: LogConfig,
     /// All options as given, for the storage engine's own options.
@@ -329,6 +340,21 @@ impl ServerConfig {
                     .positive("default.bucket.number", DEFAULT_BUCKET_NUMBER)?,
                 bucket_count_max: options.positive("max.bucket.num", MAX_BUCKET_NUM_DEFAULT)?,
                 default_replication_factor: options.positive("default.replication.factor", 1)?,
+                partition_count_max: options
+                    .positive("max.partition.num", MAX_PARTITION_NUM_DEFAULT)?,
+            },
+            auto_partition_check_interval_ms: match options
+                .duration_ms("auto-partition.check.interval")?
+            {
+                None => AUTO_PARTITION_CHECK_INTERVAL_MS_DEFAULT,
+                Some(ms) if ms > 0 => ms as u64,
+                Some(ms) => {
+                    return Err(ConfigError::Value {
+                        key: "auto-partition.check.interval".to_owned(),
+                        value: ms.to_string(),
+                        reason: "must be a positive duration".to_owned(),
+                    })
+                }
             },
             log: log_config(&options)?,
             options,

@@ -14,8 +14,11 @@
 //! - [`node`]: the state handlers share (config, catalog, replicas, metrics).
 //! - [`meta`]: the metadata store seam ([`meta::store::MetaStore`], a
 //!   ZooKeeper-like tree; [`meta::store::FileMetaStore`] embedded and
-//!   crash-safe) and the [`meta::catalog::Catalog`] of databases, tables and
-//!   ids on it — the coordinator role.
+//!   crash-safe), the [`meta::catalog::Catalog`] of databases, tables,
+//!   partitions and ids on it — the coordinator role — and the pure
+//!   auto-partition schedule ([`meta::auto_partition`]).
+//! - [`partitions`]: partition lifecycle (catalog entry + tablets) and the
+//!   auto-partitioning check the coordinator runs periodically.
 //! - [`replica`]: log tablets (fjord-storage) by table bucket, with the
 //!   per-bucket notification that wakes long-polls — the tablet-server role.
 //! - [`config`]: Fluss option names, `server.yaml` and `--set`, every limit
@@ -43,6 +46,7 @@ pub mod meta;
 pub mod metrics;
 pub mod net;
 pub mod node;
+pub mod partitions;
 pub mod replica;
 pub mod server;
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::config::ServerConfig;
+use crate::meta::auto_partition::Clock;
 use crate::meta::catalog::Catalog;
 use crate::metrics::Metrics;
 use crate::replica::ReplicaManager;
@@ -29,6 +30,8 @@ pub struct Node {
     pub api_versions: Vec<fjord_proto::messages::PbApiVersion>,
     /// Request and byte counters for the Prometheus endpoint.
     pub metrics: Arc<Metrics>,
+    /// The coordinator's clock for auto-partitioning (injected by tests).
+    pub clock: Arc<dyn Clock>,
     /// Becomes `true` when the server begins shutting down; long-polls and
     /// connection readers watch it.
     pub shutdown: watch::Receiver<bool>,

@@ -19,12 +19,15 @@ use tracing::{error, warn};
 use crate::error::{ApiError, ErrorCode};
 use crate::meta::catalog::TableInfo;
 
-/// A table bucket: table id and bucket id (partitions come later).
+/// A table bucket: table id, partition id (partitioned tables only) and
+/// bucket id — Fluss's `TableBucket`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TableBucket {
     /// The table.
     pub table_id: i64,
-    /// The bucket within the table.
+    /// The partition, for a partitioned table; `None` otherwise.
+    pub partition_id: Option<i64>,
+    /// The bucket within the table (or partition).
     pub bucket_id: i32,
 }
 
@@ -32,8 +35,21 @@ impl TableBucket {
     fn storage(self) -> fjord_storage::TableBucket {
         fjord_storage::TableBucket {
             table_id: self.table_id,
-            partition_id: None,
+            partition_id: self.partition_id,
             bucket: self.bucket_id,
+        }
+    }
+}
+
+impl std::fmt::Display for TableBucket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.partition_id {
+            None => write!(f, "table {} bucket {}", self.table_id, self.bucket_id),
+            Some(p) => write!(
+                f,
+                "table {} partition {p} bucket {}",
+                self.table_id, self.bucket_id
+            ),
         }
     }
 }
@@ -62,10 +78,7 @@ pub fn storage_error(bucket: TableBucket, e: StorageError) -> ApiError {
         | StorageError::BadFile { .. }
         | StorageError::Config(_) => ErrorCode::StorageException,
     };
-    ApiError::new(
-        code,
-        format!("table {} bucket {}: {e}", bucket.table_id, bucket.bucket_id),
-    )
+    ApiError::new(code, format!("{bucket}: {e}"))
 }
 
 /// One bucket's log on this node and the signal that wakes long-polling
@@ -106,10 +119,7 @@ impl Replica {
             Ok(result) => result.map_err(|e| storage_error(bucket, e)),
             Err(e) => Err(ApiError::new(
                 ErrorCode::UnknownServerError,
-                format!(
-                    "append to table {} bucket {} failed: {e}",
-                    bucket.table_id, bucket.bucket_id
-                ),
+                format!("append to {bucket} failed: {e}"),
             )),
         }
     }
@@ -143,7 +153,7 @@ impl Replica {
         let replica = Arc::clone(self);
         tokio::task::spawn_blocking(move || {
             if let Err(e) = replica.tablet.wait_durable(offset) {
-                error!(table = replica.bucket.table_id, bucket = replica.bucket.bucket_id, error = %e, "background fsync failed");
+                error!(bucket = %replica.bucket, error = %e, "background fsync failed");
             }
             replica.appended.notify_waiters();
         });
@@ -172,6 +182,9 @@ impl Replica {
 pub struct ReplicaManager {
     logs: LogManager,
     log_config: LogConfig,
+    /// `<data dir>/log`, where dropped tables' and partitions' directories
+    /// are removed from.
+    log_root: std::path::PathBuf,
     replicas: RwLock<HashMap<TableBucket, Arc<Replica>>>,
 }
 
@@ -187,15 +200,32 @@ impl ReplicaManager {
         Ok(Self {
             logs,
             log_config,
+            log_root: data_dir.join(fjord_storage::manager::LOG_DIR),
             replicas: RwLock::new(HashMap::new()),
         })
     }
 
-    /// Creates (or opens, recovering) the tablets of every bucket of `table`.
+    /// Creates (or opens, recovering) the tablets of every bucket of a
+    /// non-partitioned `table`; a partitioned table's tablets belong to its
+    /// partitions ([`ReplicaManager::create_partition`]).
     pub fn create_table(&self, table: &TableInfo) -> Result<(), ApiError> {
+        if table.is_partitioned() {
+            return Ok(());
+        }
+        self.open_buckets(table, None)
+    }
+
+    /// Creates (or opens, recovering) the tablets of every bucket of one
+    /// partition of `table`.
+    pub fn create_partition(&self, table: &TableInfo, partition_id: i64) -> Result<(), ApiError> {
+        self.open_buckets(table, Some(partition_id))
+    }
+
+    fn open_buckets(&self, table: &TableInfo, partition_id: Option<i64>) -> Result<(), ApiError> {
         for bucket_id in 0..table.bucket_count {
             let bucket = TableBucket {
                 table_id: table.table_id,
+                partition_id,
                 bucket_id,
             };
             if self
@@ -225,30 +255,54 @@ impl ReplicaManager {
         Ok(())
     }
 
-    /// Closes and deletes the tablets of a dropped table.
+    /// Closes and deletes the tablets of a dropped table (every partition's
+    /// too).
     pub fn drop_table(&self, table_id: i64) {
+        self.drop_where(|b| b.table_id == table_id);
+        self.remove_dir_if_empty(&[&table_id.to_string()]);
+    }
+
+    /// Closes and deletes the tablets of one dropped partition.
+    pub fn drop_partition(&self, table_id: i64, partition_id: i64) {
+        self.drop_where(|b| b.table_id == table_id && b.partition_id == Some(partition_id));
+        self.remove_dir_if_empty(&[&table_id.to_string(), &format!("p{partition_id}")]);
+    }
+
+    fn drop_where(&self, doomed: impl Fn(&TableBucket) -> bool) {
         let dropped: Vec<Arc<Replica>> = {
             let mut map = self.replicas.write().unwrap_or_else(|p| p.into_inner());
-            let keys: Vec<TableBucket> = map
-                .keys()
-                .filter(|b| b.table_id == table_id)
-                .copied()
-                .collect();
+            let keys: Vec<TableBucket> = map.keys().filter(|b| doomed(b)).copied().collect();
             keys.iter().filter_map(|k| map.remove(k)).collect()
         };
         for replica in dropped {
             // Wake long-polls so they answer (and drop their handle) now.
             replica.appended.notify_waiters();
             if let Err(e) = self.logs.delete_tablet(replica.bucket.storage()) {
-                warn!(table_id, bucket = replica.bucket.bucket_id, error = %e, "cannot delete a dropped table's data");
+                warn!(bucket = %replica.bucket, error = %e, "cannot delete dropped data");
             }
+        }
+    }
+
+    /// Removes the (now empty) directory that held a dropped table's or
+    /// partition's tablets; a leftover empty directory is harmless, so
+    /// failure is only logged at debug level.
+    fn remove_dir_if_empty(&self, segments: &[&str]) {
+        let mut dir = self.log_root.clone();
+        for s in segments {
+            dir.push(s);
+        }
+        if let Err(e) = std::fs::remove_dir(&dir) {
+            tracing::debug!(dir = %dir.display(), error = %e, "dropped data directory not removed");
         }
     }
 
     /// Deletes tablet directories of tables the catalog no longer has (a
     /// crash between dropping a table from the catalog and deleting its
     /// data leaves them behind). Called once at start-up.
-    pub fn delete_orphans(&self, is_live_table: impl Fn(i64) -> bool) -> Result<(), ApiError> {
+    pub fn delete_orphans(
+        &self,
+        is_live: impl Fn(i64, Option<i64>) -> bool,
+    ) -> Result<(), ApiError> {
         let found = self.logs.discover().map_err(|e| {
             ApiError::new(
                 ErrorCode::StorageException,
@@ -256,11 +310,12 @@ impl ReplicaManager {
             )
         })?;
         for tb in found {
-            if !is_live_table(tb.table_id) {
+            if !is_live(tb.table_id, tb.partition_id) {
                 tracing::info!(
                     table_id = tb.table_id,
+                    partition_id = ?tb.partition_id,
                     bucket = tb.bucket,
-                    "deleting the data of a dropped table"
+                    "deleting the data of a dropped table or partition"
                 );
                 if let Err(e) = self.logs.delete_tablet(tb) {
                     warn!(table_id = tb.table_id, error = %e, "cannot delete a dropped table's data");
@@ -280,10 +335,7 @@ impl ReplicaManager {
             .ok_or_else(|| {
                 ApiError::new(
                     ErrorCode::UnknownTableOrBucketException,
-                    format!(
-                        "Unknown table or bucket: table id {}, bucket {}",
-                        bucket.table_id, bucket.bucket_id
-                    ),
+                    format!("Unknown table or bucket: {bucket}"),
                 )
             })
     }

@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use tracing::info;
 
 use crate::config::ServerConfig;
+use crate::meta::auto_partition::{Clock, SystemClock};
 use crate::meta::catalog::Catalog;
 use crate::meta::store::FileMetaStore;
 use crate::metrics::Metrics;
@@ -48,6 +49,16 @@ impl Server {
     /// Opens `config.data_dir` (metadata and every table's tablets) and binds
     /// `listen` (`host:port`; port 0 picks a free one).
     pub async fn bind(config: ServerConfig, listen: &str) -> Result<Self, StartError> {
+        Self::bind_with_clock(config, listen, Arc::new(SystemClock)).await
+    }
+
+    /// [`Server::bind`] with the clock auto-partitioning reads, so tests
+    /// can place the server at any instant.
+    pub async fn bind_with_clock(
+        config: ServerConfig,
+        listen: &str,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, StartError> {
         let listener = TcpListener::bind(listen)
             .await
             .map_err(|source| StartError::Bind {
@@ -61,9 +72,19 @@ impl Server {
         let store = Arc::new(FileMetaStore::open(&config.data_dir.join("meta"))?);
         let catalog = Catalog::open(store, config.catalog.clone())?;
         let replicas = ReplicaManager::open(&config.data_dir, config.log.clone())?;
-        replicas.delete_orphans(|table_id| catalog.table_by_id(table_id).is_some())?;
+        replicas.delete_orphans(|table_id, partition_id| match partition_id {
+            None => catalog
+                .table_by_id(table_id)
+                .is_some_and(|t| !t.is_partitioned()),
+            Some(p) => catalog
+                .partition_by_id(p)
+                .is_some_and(|p| p.table_id == table_id),
+        })?;
         for table in catalog.all_tables() {
             replicas.create_table(&table)?;
+            for partition in catalog.partitions(table.table_id) {
+                replicas.create_partition(&table, partition.partition_id)?;
+            }
         }
         let advertised_host = match &config.advertised_host {
             Some(h) => h.clone(),
@@ -80,6 +101,7 @@ impl Server {
             catalog,
             replicas,
             metrics: Arc::new(Metrics::default()),
+            clock,
             shutdown: shutdown_rx,
         });
         Ok(Self {
@@ -111,11 +133,14 @@ impl Server {
         } = self;
         let accept = tokio::spawn(net::accept_loop(Arc::clone(&node), listener));
         let maintenance = tokio::spawn(maintenance_loop(Arc::clone(&node)));
+        let auto_partitions =
+            tokio::spawn(crate::partitions::auto_partition_loop(Arc::clone(&node)));
         shutdown.await;
         info!("shutting down: finishing in-flight requests");
         let _ = shutdown_tx.send(true);
         let _ = accept.await;
         let _ = maintenance.await;
+        let _ = auto_partitions.await;
         let closing = Arc::clone(&node);
         let _ = tokio::task::spawn_blocking(move || closing.replicas.close()).await;
         info!("shutdown complete");

@@ -1,5 +1,7 @@
 //! CreateTable (1005): the catalog validates and stores the table, then the
-//! replica manager creates one log tablet per bucket.
+//! replica manager creates one log tablet per bucket — or, for a
+//! partitioned table with auto-partitioning, the first auto-partition check
+//! runs at once, so the pre-created partitions exist when the answer goes.
 
 use fjord_proto::messages as pb;
 
@@ -19,6 +21,9 @@ pub fn handle(node: &Node, r: pb::CreateTableRequest) -> Result<pb::CreateTableR
             let _ = node.catalog.drop_table(&path, true);
             node.replicas.drop_table(info.table_id);
             return Err(e);
+        }
+        if info.auto_partition.is_some() {
+            crate::partitions::auto_partition(node, &info, node.clock.now());
         }
     }
     Ok(pb::CreateTableResponse {})

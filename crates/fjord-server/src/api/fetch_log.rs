@@ -54,16 +54,29 @@ fn resolve(node: &Node, r: &pb::FetchLogRequest) -> Vec<TableTarget> {
                 Some(match &table {
                     None => Err(unknown_table(t.table_id)),
                     Some(info) => {
-                        let columns: Result<Vec<usize>, _> =
-                            t.projected_fields.iter().map(|&f| usize::try_from(f)).collect();
+                        let columns: Result<Vec<usize>, _> = t
+                            .projected_fields
+                            .iter()
+                            .map(|&f| usize::try_from(f))
+                            .collect();
                         match columns {
                             Err(_) => Err(ApiError::new(
                                 ErrorCode::InvalidColumnProjection,
-                                format!("projected fields {:?} contain a negative index", t.projected_fields),
+                                format!(
+                                    "projected fields {:?} contain a negative index",
+                                    t.projected_fields
+                                ),
                             )),
-                            Ok(columns) => ProjectionPlan::new(&info.schema, info.schema_id as i16, &columns)
-                                .map(Arc::new)
-                                .map_err(|e| ApiError::new(ErrorCode::InvalidColumnProjection, e.to_string())),
+                            Ok(columns) => {
+                                ProjectionPlan::new(&info.schema, info.schema_id as i16, &columns)
+                                    .map(Arc::new)
+                                    .map_err(|e| {
+                                        ApiError::new(
+                                            ErrorCode::InvalidColumnProjection,
+                                            e.to_string(),
+                                        )
+                                    })
+                            }
                         }
                     }
                 })
@@ -78,16 +91,16 @@ fn resolve(node: &Node, r: &pb::FetchLogRequest) -> Vec<TableTarget> {
                     partition_id: b.partition_id,
                     fetch_offset: b.fetch_offset,
                     max_fetch_bytes: usize::try_from(b.max_fetch_bytes).unwrap_or(0),
-                    replica: match (&table, b.partition_id) {
-                        (None, _) => Err(unknown_table(t.table_id)),
-                        (Some(_), Some(p)) => Err(ApiError::new(
-                            ErrorCode::PartitionNotExists,
-                            format!("table {} has no partition {p} (Fjord does not support partitioned tables yet)", t.table_id),
-                        )),
-                        (Some(_), None) => node.replicas.replica(TableBucket {
-                            table_id: t.table_id,
-                            bucket_id: b.bucket_id,
-                        }),
+                    replica: match &table {
+                        None => Err(unknown_table(t.table_id)),
+                        Some(_) => super::replica_of(
+                            node,
+                            TableBucket {
+                                table_id: t.table_id,
+                                partition_id: b.partition_id,
+                                bucket_id: b.bucket_id,
+                            },
+                        ),
                     },
                 })
                 .collect();

@@ -20,20 +20,12 @@ async fn offset_of(
     r: &pb::ListOffsetsRequest,
     bucket_id: i32,
 ) -> Result<i64, ApiError> {
-    if let Some(p) = r.partition_id {
-        return Err(ApiError::new(
-            ErrorCode::PartitionNotExists,
-            format!(
-                "table {} has no partition {p} (Fjord does not support partitioned tables yet)",
-                r.table_id
-            ),
-        ));
-    }
     let bucket = TableBucket {
         table_id: r.table_id,
+        partition_id: r.partition_id,
         bucket_id,
     };
-    let replica = node.replicas.replica(bucket)?;
+    let replica = super::replica_of(node, bucket)?;
     match r.offset_type {
         EARLIEST => Ok(replica.tablet.log_start_offset()),
         LATEST => Ok(replica.tablet.high_watermark()),

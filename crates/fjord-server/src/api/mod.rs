@@ -10,9 +10,12 @@
 use fjord_proto::messages as pb;
 use fjord_proto::{Request, Response};
 
-use crate::error::ApiError;
+use std::sync::Arc;
+
+use crate::error::{ApiError, ErrorCode};
 use crate::meta::catalog::TablePath;
 use crate::node::Node;
+use crate::replica::{Replica, TableBucket};
 
 mod api_versions;
 mod create_database;
@@ -80,4 +83,30 @@ fn pb_table_path(path: &TablePath) -> pb::PbTablePath {
         database_name: path.database.clone(),
         table_name: path.table.clone(),
     }
+}
+
+/// The replica of a requested bucket (the data path's one lookup). When
+/// the bucket names a partition that does not exist (never created, dropped,
+/// or of another table) the error is `PartitionNotExists`, so clients
+/// refresh their partition metadata; the catalog is consulted only then.
+fn replica_of(node: &Node, bucket: TableBucket) -> Result<Arc<Replica>, ApiError> {
+    node.replicas
+        .replica(bucket)
+        .map_err(|e| match bucket.partition_id {
+            Some(p)
+                if node
+                    .catalog
+                    .partition_by_id(p)
+                    .is_none_or(|info| info.table_id != bucket.table_id) =>
+            {
+                ApiError::new(
+                    ErrorCode::PartitionNotExists,
+                    format!(
+                        "The partition id '{p}' does not exist in table id {}.",
+                        bucket.table_id
+                    ),
+                )
+            }
+            _ => e,
+        })
 }

@@ -1,51 +1,113 @@
-//! ListPartitionInfos (1009), CreatePartition (1036), DropPartition (1037):
-//! Fjord does not create partitioned tables yet, so every existing table
-//! answers as a non-partitioned table does in Fluss.
+//! ListPartitionInfos (1009), CreatePartition (1036), DropPartition (1037)
+//! on partitioned tables: the spec is validated against the table's
+//! partition keys, creation and drop go through [`crate::partitions`] so a
+//! partition and its tablets come and go together.
 
 use fjord_proto::messages as pb;
 
 use crate::error::{ApiError, ErrorCode};
-use crate::meta::catalog::{table_not_exist, TablePath};
+use crate::meta::catalog::partitions::not_partitioned;
+use crate::meta::catalog::{
+    table_not_exist, Catalog, PartitionInfo, TableInfo, PARTITION_SEPARATOR,
+};
 use crate::node::Node;
 
-fn not_partitioned(node: &Node, path: &pb::PbTablePath) -> ApiError {
-    let path: TablePath = match super::table_path(path) {
-        Ok(p) => p,
-        Err(e) => return e,
-    };
-    match node.catalog.table(&path) {
-        Ok(Some(_)) => ApiError::new(
-            ErrorCode::TableNotPartitionedException,
-            format!(
-                "Table {}.{} is not a partitioned table.",
-                path.database, path.table
-            ),
-        ),
-        Ok(None) => table_not_exist(&path),
-        Err(e) => e,
+fn table(node: &Node, path: &pb::PbTablePath) -> Result<std::sync::Arc<TableInfo>, ApiError> {
+    let path = super::table_path(path)?;
+    node.catalog
+        .table(&path)?
+        .ok_or_else(|| table_not_exist(&path))
+}
+
+fn spec_pairs(spec: &pb::PbPartitionSpec) -> Vec<(String, String)> {
+    spec.partition_key_values
+        .iter()
+        .map(|kv| (kv.key.clone(), kv.value.clone()))
+        .collect()
+}
+
+fn pb_info(table: &TableInfo, p: &PartitionInfo) -> pb::PbPartitionInfo {
+    pb::PbPartitionInfo {
+        partition_id: p.partition_id,
+        partition_spec: pb::PbPartitionSpec {
+            partition_key_values: table
+                .partition_keys
+                .iter()
+                .zip(&p.values)
+                .map(|(k, v)| pb::PbKeyValue {
+                    key: k.clone(),
+                    value: v.clone(),
+                })
+                .collect(),
+        },
+        remote_data_dir: None,
+        bucket_count: Some(table.bucket_count),
     }
 }
 
-/// `TableNotPartitionedException` (or `TableNotExist`).
+/// Every partition of the table, or those matching a partial spec.
 pub fn list(
     node: &Node,
     r: pb::ListPartitionInfosRequest,
 ) -> Result<pb::ListPartitionInfosResponse, ApiError> {
-    Err(not_partitioned(node, &r.table_path))
+    let table = table(node, &r.table_path)?;
+    if !table.is_partitioned() {
+        return Err(not_partitioned(&table));
+    }
+    // (key position, value) pairs every listed partition must match.
+    let mut filter = Vec::new();
+    for kv in r
+        .partial_partition_spec
+        .iter()
+        .flat_map(|s| &s.partition_key_values)
+    {
+        let Some(pos) = table.partition_keys.iter().position(|k| *k == kv.key) else {
+            return Err(ApiError::new(
+                ErrorCode::PartitionSpecInvalidException,
+                format!(
+                    "'{}' in the partial partition spec is not a partition key of table {}.{} (partition keys: {:?}).",
+                    kv.key, table.path.database, table.path.table, table.partition_keys
+                ),
+            ));
+        };
+        filter.push((pos, kv.value.as_str()));
+    }
+    let partitions_info = node
+        .catalog
+        .partitions(table.table_id)
+        .iter()
+        .filter(|p| filter.iter().all(|&(pos, v)| p.values[pos] == v))
+        .map(|p| pb_info(&table, p))
+        .collect();
+    Ok(pb::ListPartitionInfosResponse {
+        partitions_info,
+        system_partitions_included: None,
+    })
 }
 
-/// `TableNotPartitionedException` (or `TableNotExist`).
+/// Creates one partition (its request's `ignore_if_not_exists` field is
+/// Fluss's name for "ignore if it exists").
 pub fn create(
     node: &Node,
     r: pb::CreatePartitionRequest,
 ) -> Result<pb::CreatePartitionResponse, ApiError> {
-    Err(not_partitioned(node, &r.table_path))
+    let table = table(node, &r.table_path)?;
+    let values = Catalog::resolve_spec(&table, &spec_pairs(&r.partition_spec), true)?;
+    if let Some(strategy) = &table.auto_partition {
+        strategy.check_value(&values, node.clock.now())?;
+    }
+    crate::partitions::create_partition(node, &table, values, r.ignore_if_not_exists)?;
+    Ok(pb::CreatePartitionResponse {})
 }
 
-/// `TableNotPartitionedException` (or `TableNotExist`).
+/// Drops one partition and deletes its data.
 pub fn drop(
     node: &Node,
     r: pb::DropPartitionRequest,
 ) -> Result<pb::DropPartitionResponse, ApiError> {
-    Err(not_partitioned(node, &r.table_path))
+    let table = table(node, &r.table_path)?;
+    let values = Catalog::resolve_spec(&table, &spec_pairs(&r.partition_spec), false)?;
+    let name = values.join(&PARTITION_SEPARATOR.to_string());
+    crate::partitions::drop_partition(node, &table, &name, r.ignore_if_not_exists)?;
+    Ok(pb::DropPartitionResponse {})
 }

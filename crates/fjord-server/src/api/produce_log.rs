@@ -125,22 +125,20 @@ pub async fn handle(
     let mut failed = false;
     for b in r.buckets_req {
         let result = async {
-            if b.partition_id.is_some() {
-                return Err(ApiError::new(
-                    ErrorCode::PartitionNotExists,
-                    format!("table {} has no partitions (Fjord does not support partitioned tables yet)", r.table_id),
-                ));
-            }
             let table = table.as_ref().ok_or_else(|| {
                 ApiError::new(
                     ErrorCode::UnknownTableOrBucketException,
                     format!("Unknown table id {}", r.table_id),
                 )
             })?;
-            let replica = node.replicas.replica(TableBucket {
-                table_id: r.table_id,
-                bucket_id: b.bucket_id,
-            })?;
+            let replica = super::replica_of(
+                node,
+                TableBucket {
+                    table_id: r.table_id,
+                    partition_id: b.partition_id,
+                    bucket_id: b.bucket_id,
+                },
+            )?;
             let checked = check_headers(table, b.bucket_id, &b.records)?;
             let bytes = b.records.len() as u64;
             let info = replica.append(b.records).await?;
@@ -161,7 +159,7 @@ pub async fn handle(
                     }
                 }
                 responses.push(pb::PbProduceLogRespForBucket {
-                    partition_id: None,
+                    partition_id: b.partition_id,
                     bucket_id: b.bucket_id,
                     error_code: None,
                     error_message: None,
@@ -208,8 +206,8 @@ pub async fn handle(
         };
         if let Err(e) = outcome {
             failed = true;
-            let bucket_id = responses[i].bucket_id;
-            responses[i] = bucket_error(bucket_id, None, &e);
+            let (bucket_id, partition_id) = (responses[i].bucket_id, responses[i].partition_id);
+            responses[i] = bucket_error(bucket_id, partition_id, &e);
         }
     }
     if failed {

@@ -9,9 +9,16 @@
 //!                             "created_time":..,"modified_time":..,"table":{<Fluss table JSON>}}
 //! /ids/table                 next table id, decimal
 //! /ids/writer                first writer id not yet reserved, decimal
+//! /ids/partition             next partition id, decimal
+//! /partitions/<table_id>/<partition name>
+//!                            {"version":1,"partition_id":..,"created_time":..}
 //! ```
 //! A table is one node, so creating or dropping it is one atomic store
-//! operation; the by-id index is rebuilt from the tree on open.
+//! operation; a partition is one node too. Partitions live outside the
+//! table's node (keyed by table id) so dropping a table stays one atomic
+//! delete; partition nodes left by a crash between that delete and their
+//! own are removed on the next open. The by-id indexes are rebuilt from the
+//! tree on open.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -20,7 +27,17 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{json, Map, Value};
 
 use crate::error::{ApiError, ErrorCode};
+use crate::meta::auto_partition::AutoPartitionStrategy;
 use crate::meta::store::{MetaError, MetaStore};
+
+pub mod partitions;
+
+pub use partitions::{PartitionInfo, PARTITION_SEPARATOR};
+
+/// Data types a partition key column may have. Partition names are the
+/// key values as text, so Fjord takes Fluss's classic rule: string columns
+/// only (the native writer then routes a row by its string, no formatting).
+pub const PARTITION_KEY_TYPES: [&str; 2] = ["STRING", "CHAR"];
 
 /// Longest database or table name Fluss accepts.
 pub const NAME_LENGTH_MAX: usize = 200;
@@ -38,6 +55,8 @@ const DATABASES: &str = "/databases";
 const IDS: &str = "/ids";
 const TABLE_ID_NODE: &str = "/ids/table";
 const WRITER_ID_NODE: &str = "/ids/writer";
+const PARTITION_ID_NODE: &str = "/ids/partition";
+const PARTITIONS: &str = "/partitions";
 
 /// A database and table name pair.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -77,10 +96,23 @@ pub struct TableInfo {
     pub schema_json: Vec<u8>,
     /// The schema, parsed once (projection plans, validation).
     pub schema: Arc<fjord_format::Schema>,
+    /// Partition key column names, in order; empty for a non-partitioned
+    /// table.
+    pub partition_keys: Vec<String>,
+    /// The auto-partitioning rules, parsed once; `None` when
+    /// `table.auto-partition.enabled` is off.
+    pub auto_partition: Option<Arc<AutoPartitionStrategy>>,
     /// Creation time, ms since the epoch.
     pub created_ms: i64,
     /// Last modification time, ms since the epoch.
     pub modified_ms: i64,
+}
+
+impl TableInfo {
+    /// Has the table partition keys?
+    pub fn is_partitioned(&self) -> bool {
+        !self.partition_keys.is_empty()
+    }
 }
 
 /// Settings the catalog applies when creating tables.
@@ -93,6 +125,8 @@ pub struct CatalogOptions {
     /// Replication factor for tables that do not name one
     /// (`default.replication.factor`); a single node only supports 1.
     pub default_replication_factor: i32,
+    /// Most partitions one partitioned table may have (`max.partition.num`).
+    pub partition_count_max: usize,
 }
 
 /// The stored tables by id (data path) and by path (admin and metadata
@@ -101,6 +135,10 @@ pub struct CatalogOptions {
 struct TableIndex {
     by_id: HashMap<i64, Arc<TableInfo>>,
     by_path: HashMap<TablePath, Arc<TableInfo>>,
+    /// Every partition by id (the data path's lookup).
+    partitions_by_id: HashMap<i64, Arc<PartitionInfo>>,
+    /// Each partitioned table's partitions by name, sorted by name.
+    partitions_by_table: HashMap<i64, std::collections::BTreeMap<String, Arc<PartitionInfo>>>,
 }
 
 impl TableIndex {
@@ -112,6 +150,26 @@ impl TableIndex {
     fn remove(&mut self, info: &TableInfo) {
         self.by_id.remove(&info.table_id);
         self.by_path.remove(&info.path);
+        if let Some(parts) = self.partitions_by_table.remove(&info.table_id) {
+            for p in parts.values() {
+                self.partitions_by_id.remove(&p.partition_id);
+            }
+        }
+    }
+
+    fn insert_partition(&mut self, p: Arc<PartitionInfo>) {
+        self.partitions_by_table
+            .entry(p.table_id)
+            .or_default()
+            .insert(p.name.clone(), Arc::clone(&p));
+        self.partitions_by_id.insert(p.partition_id, p);
+    }
+
+    fn remove_partition(&mut self, p: &PartitionInfo) {
+        self.partitions_by_id.remove(&p.partition_id);
+        if let Some(parts) = self.partitions_by_table.get_mut(&p.table_id) {
+            parts.remove(&p.name);
+        }
     }
 }
 
@@ -122,6 +180,10 @@ pub struct Catalog {
     tables: RwLock<TableIndex>,
     /// Writer ids handed out from the reserved block: (next, end exclusive).
     writer_ids: Mutex<(i64, i64)>,
+    /// Serializes partition creates and drops (with their tablet steps), so
+    /// the `max.partition.num` check and the name's existence check hold
+    /// until the partition is stored. Control-plane only.
+    partition_ops: Mutex<()>,
 }
 
 fn now_ms() -> i64 {
@@ -204,6 +266,8 @@ impl Catalog {
             (IDS, b""),
             (TABLE_ID_NODE, b"1"),
             (WRITER_ID_NODE, b"0"),
+            (PARTITION_ID_NODE, b"0"),
+            (PARTITIONS, b""),
         ] {
             match store.create(node, data) {
                 Ok(()) | Err(MetaError::NodeExists(_)) => {}
@@ -215,6 +279,7 @@ impl Catalog {
             options,
             tables: RwLock::new(TableIndex::default()),
             writer_ids: Mutex::new((0, 0)),
+            partition_ops: Mutex::new(()),
         };
         let mut index = TableIndex::default();
         for db in catalog.store.children(DATABASES)? {
@@ -228,6 +293,7 @@ impl Catalog {
                 }
             }
         }
+        catalog.load_partitions(&mut index)?;
         *catalog.tables.write().unwrap_or_else(|p| p.into_inner()) = index;
         Ok(catalog)
     }
@@ -472,16 +538,33 @@ impl Catalog {
                 "primary-key tables are not supported by this Fjord version yet; create a log table (no primary key)".to_owned(),
             ));
         }
-        if obj
-            .get("partition_key")
-            .and_then(Value::as_array)
-            .is_some_and(|pk| !pk.is_empty())
-        {
-            return Err(invalid(
-                "partitioned tables are not supported by this Fjord version yet; create the table without partition keys".to_owned(),
-            ));
-        }
         let names: Vec<String> = names.into_iter().map(str::to_owned).collect();
+        let partition_keys: Vec<String> = match obj.get("partition_key") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(keys)) => keys
+                .iter()
+                .map(|k| k.as_str().map(str::to_owned))
+                .collect::<Option<_>>()
+                .ok_or_else(|| invalid("partition keys must be strings".to_owned()))?,
+            Some(_) => return Err(invalid("partition_key must be an array".to_owned())),
+        };
+        for (i, key) in partition_keys.iter().enumerate() {
+            let Some(col) = columns.iter().find(|c| c["name"].as_str() == Some(key)) else {
+                return Err(invalid(format!(
+                    "Partition key '{key}' does not exist in the schema (columns: {}).",
+                    names.join(", ")
+                )));
+            };
+            if partition_keys[..i].contains(key) {
+                return Err(invalid(format!("partition key {key} appears twice")));
+            }
+            let ty = col["data_type"]["type"].as_str().unwrap_or("");
+            if !PARTITION_KEY_TYPES.contains(&ty) {
+                return Err(invalid(format!(
+                    "Currently, partitioned table supported partition key type are {PARTITION_KEY_TYPES:?}, but got partition key '{key}' with data type {ty}."
+                )));
+            }
+        }
 
         let bucket_keys: Vec<String> = match obj.get("bucket_key") {
             None | Some(Value::Null) => Vec::new(),
@@ -499,6 +582,11 @@ impl Catalog {
                     names.join(", ")
                 )));
             }
+        }
+        if bucket_keys.iter().any(|k| partition_keys.contains(k)) {
+            return Err(invalid(format!(
+                "Bucket key {bucket_keys:?} shouldn't include any column in partition keys {partition_keys:?}."
+            )));
         }
         let bucket_count = match obj.get("bucket_count") {
             None | Some(Value::Null) => self.options.default_bucket_count,
@@ -558,6 +646,7 @@ impl Catalog {
             ));
         }
         props.insert(rf_key.to_owned(), Value::String(rf.to_string()));
+        AutoPartitionStrategy::from_properties(props, &partition_keys)?;
 
         obj.insert("bucket_key".to_owned(), json!(bucket_keys));
         obj.insert("bucket_count".to_owned(), json!(bucket_count));
@@ -630,6 +719,8 @@ impl Catalog {
         path: &TablePath,
         ignore_if_not_exists: bool,
     ) -> Result<Option<i64>, ApiError> {
+        // Not racing a partition create of this table (see `partition_ops`).
+        let _serial = self.partition_ops.lock().unwrap_or_else(|p| p.into_inner());
         let existing = self.table(path)?;
         let Some(info) = existing else {
             return if ignore_if_not_exists {
@@ -646,6 +737,9 @@ impl Catalog {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&info);
+        // The table is gone; its partition nodes are garbage now (and are
+        // collected on the next open should this fail half-way).
+        self.delete_partition_nodes(info.table_id)?;
         Ok(Some(info.table_id))
     }
 
@@ -736,7 +830,26 @@ fn table_info_from_record(path: TablePath, rec: &Value, node: &str) -> Result<Ta
         .get("schema")
         .ok_or_else(|| corrupt(node, "no schema"))?;
     let parsed = fjord_format::json::schema_from_json(schema).map_err(|e| corrupt(node, e))?;
+    let partition_keys: Vec<String> = table
+        .get("partition_key")
+        .and_then(Value::as_array)
+        .map(|keys| {
+            keys.iter()
+                .filter_map(|k| k.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let empty = Map::new();
+    let props = table
+        .get("properties")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let auto_partition = AutoPartitionStrategy::from_properties(props, &partition_keys)
+        .map_err(|e| corrupt(node, e))?
+        .map(Arc::new);
     Ok(TableInfo {
+        partition_keys,
+        auto_partition,
         schema: Arc::new(parsed),
         table_id: int("table_id")?,
         path,
@@ -759,6 +872,7 @@ mod tests {
             default_bucket_count: 1,
             bucket_count_max: 128,
             default_replication_factor: 1,
+            partition_count_max: 5,
         }
     }
 
@@ -833,13 +947,23 @@ mod tests {
     }
 
     #[test]
-    fn partitioned_tables_are_refused_until_supported() {
-        let json = LOG_TABLE.replace(r#""partition_key":[]"#, r#""partition_key":["b"]"#);
+    fn partition_keys_must_be_string_columns() {
+        let json = LOG_TABLE.replace(r#""partition_key":[]"#, r#""partition_key":["a"]"#);
+        let json = json.replace(r#""bucket_key":["a"]"#, r#""bucket_key":[]"#);
+        check_refused(&json, ErrorCode::InvalidTableException, "partition key 'a'");
+        let json = LOG_TABLE.replace(r#""partition_key":[]"#, r#""partition_key":["zz"]"#);
         check_refused(
             &json,
             ErrorCode::InvalidTableException,
-            "partitioned tables are not supported",
+            "'zz' does not exist",
         );
+    }
+
+    #[test]
+    fn bucket_key_may_not_include_a_partition_key() {
+        let json = LOG_TABLE.replace(r#""partition_key":[]"#, r#""partition_key":["b"]"#);
+        let json = json.replace(r#""bucket_key":["a"]"#, r#""bucket_key":["b"]"#);
+        check_refused(&json, ErrorCode::InvalidTableException, "shouldn't include");
     }
 
     #[test]
