@@ -14,6 +14,7 @@
 //! Hand-offs between tasks happen per batch.
 
 pub mod admin;
+pub mod bucket;
 pub mod connection;
 pub mod error;
 pub mod metadata;
