@@ -258,29 +258,41 @@ impl ReplicaManager {
     /// Closes and deletes the tablets of a dropped table (every partition's
     /// too).
     pub fn drop_table(&self, table_id: i64) {
-        self.drop_where(|b| b.table_id == table_id);
-        self.remove_dir_if_empty(&[&table_id.to_string()]);
+        let table_dir = table_id.to_string();
+        let mut partitions: Vec<i64> = self
+            .drop_where(|b| b.table_id == table_id)
+            .into_iter()
+            .filter_map(|b| b.partition_id)
+            .collect();
+        partitions.sort_unstable();
+        partitions.dedup();
+        for p in partitions {
+            self.remove_dir_if_empty(&[&table_dir, &format!("p{p}")]);
+        }
+        self.remove_dir_if_empty(&[&table_dir]);
     }
 
     /// Closes and deletes the tablets of one dropped partition.
     pub fn drop_partition(&self, table_id: i64, partition_id: i64) {
-        self.drop_where(|b| b.table_id == table_id && b.partition_id == Some(partition_id));
+        let _ = self.drop_where(|b| b.table_id == table_id && b.partition_id == Some(partition_id));
         self.remove_dir_if_empty(&[&table_id.to_string(), &format!("p{partition_id}")]);
     }
 
-    fn drop_where(&self, doomed: impl Fn(&TableBucket) -> bool) {
+    /// Closes and deletes every tablet `doomed` picks; returns their buckets.
+    fn drop_where(&self, doomed: impl Fn(&TableBucket) -> bool) -> Vec<TableBucket> {
         let dropped: Vec<Arc<Replica>> = {
             let mut map = self.replicas.write().unwrap_or_else(|p| p.into_inner());
             let keys: Vec<TableBucket> = map.keys().filter(|b| doomed(b)).copied().collect();
             keys.iter().filter_map(|k| map.remove(k)).collect()
         };
-        for replica in dropped {
+        for replica in &dropped {
             // Wake long-polls so they answer (and drop their handle) now.
             replica.appended.notify_waiters();
             if let Err(e) = self.logs.delete_tablet(replica.bucket.storage()) {
                 warn!(bucket = %replica.bucket, error = %e, "cannot delete dropped data");
             }
         }
+        dropped.iter().map(|r| r.bucket).collect()
     }
 
     /// Removes the (now empty) directory that held a dropped table's or

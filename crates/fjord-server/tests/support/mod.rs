@@ -33,6 +33,21 @@ impl TestServer {
         let server = Server::bind(config, "127.0.0.1:0")
             .await
             .expect("server starts");
+        Self::run(server)
+    }
+
+    /// A server whose auto-partitioning reads `clock`.
+    pub async fn start_with_clock(
+        config: ServerConfig,
+        clock: std::sync::Arc<dyn fjord_server::meta::auto_partition::Clock>,
+    ) -> Self {
+        let server = Server::bind_with_clock(config, "127.0.0.1:0", clock)
+            .await
+            .expect("server starts");
+        Self::run(server)
+    }
+
+    fn run(server: Server) -> Self {
         let addr = server.local_addr();
         let (tx, rx) = oneshot::channel();
         let task = tokio::spawn(server.run(async {

@@ -1,0 +1,516 @@
+//! Partitioned tables over the wire: create / list / drop partitions with
+//! Fluss's error codes, data routed by partition id and read back from that
+//! partition only, ids and data across a restart, drop deleting data,
+//! `max.partition.num`, and auto-partitioning at table creation with an
+//! injected clock.
+
+mod support;
+
+use std::sync::Arc;
+
+use fjord_proto::messages as pb;
+use fjord_proto::{ErrorCode, Request, Response};
+use fjord_server::meta::auto_partition::Clock;
+use fjord_server::{Options, ServerConfig};
+use support::*;
+
+/// `id INT, name STRING` (the support batches' schema), partitioned by
+/// `name`, two buckets per partition.
+const PARTITIONED_JSON: &str = r#"{"version":1,"schema":{"version":1,"columns":[{"name":"id","data_type":{"type":"INTEGER"}},{"name":"name","data_type":{"type":"STRING"}}]},"partition_key":["name"],"bucket_key":[],"bucket_count":2,"properties":{},"custom_properties":{}}"#;
+
+async fn create_table(
+    c: &mut Client,
+    table: &str,
+    json: &str,
+) -> Result<i64, fjord_proto::ApiError> {
+    c.call(Request::CreateDatabase(pb::CreateDatabaseRequest {
+        database_name: "db".into(),
+        ignore_if_exists: true,
+        database_json: None,
+    }))
+    .await
+    .unwrap();
+    c.call(Request::CreateTable(pb::CreateTableRequest {
+        table_path: table_path("db", table),
+        table_json: json.as_bytes().to_vec().into(),
+        ignore_if_exists: false,
+    }))
+    .await?;
+    let Response::GetTableInfo(info) = c
+        .call(Request::GetTableInfo(pb::GetTableInfoRequest {
+            table_path: table_path("db", table),
+        }))
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    Ok(info.table_id)
+}
+
+fn spec(pairs: &[(&str, &str)]) -> pb::PbPartitionSpec {
+    pb::PbPartitionSpec {
+        partition_key_values: pairs
+            .iter()
+            .map(|(k, v)| pb::PbKeyValue {
+                key: (*k).into(),
+                value: (*v).into(),
+            })
+            .collect(),
+    }
+}
+
+async fn create_partition(
+    c: &mut Client,
+    table: &str,
+    pairs: &[(&str, &str)],
+    ignore: bool,
+) -> Result<(), fjord_proto::ApiError> {
+    c.call(Request::CreatePartition(pb::CreatePartitionRequest {
+        table_path: table_path("db", table),
+        partition_spec: spec(pairs),
+        ignore_if_not_exists: ignore,
+    }))
+    .await
+    .map(drop)
+}
+
+async fn drop_partition(
+    c: &mut Client,
+    table: &str,
+    pairs: &[(&str, &str)],
+    ignore: bool,
+) -> Result<(), fjord_proto::ApiError> {
+    c.call(Request::DropPartition(pb::DropPartitionRequest {
+        table_path: table_path("db", table),
+        partition_spec: spec(pairs),
+        ignore_if_not_exists: ignore,
+    }))
+    .await
+    .map(drop)
+}
+
+/// (partition id, values in key order) of every listed partition.
+async fn list(
+    c: &mut Client,
+    table: &str,
+    partial: Option<&[(&str, &str)]>,
+) -> Vec<(i64, Vec<String>)> {
+    let Response::ListPartitionInfos(r) = c
+        .call(Request::ListPartitionInfos(pb::ListPartitionInfosRequest {
+            table_path: table_path("db", table),
+            partial_partition_spec: partial.map(spec),
+            include_system_partitions: None,
+        }))
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    r.partitions_info
+        .into_iter()
+        .map(|p| {
+            let values = p
+                .partition_spec
+                .partition_key_values
+                .into_iter()
+                .map(|kv| kv.value)
+                .collect();
+            (p.partition_id, values)
+        })
+        .collect()
+}
+
+async fn produce(
+    c: &mut Client,
+    table_id: i64,
+    partition_id: i64,
+    bucket_id: i32,
+    ids: std::ops::Range<i32>,
+) -> pb::PbProduceLogRespForBucket {
+    let Response::ProduceLog(r) = c
+        .call(Request::ProduceLog(pb::ProduceLogRequest {
+            acks: -1,
+            table_id,
+            timeout_ms: 30_000,
+            buckets_req: vec![pb::PbProduceLogReqForBucket {
+                partition_id: Some(partition_id),
+                bucket_id,
+                records: batches::batch(ids, 1, None).into(),
+                ..Default::default()
+            }],
+        }))
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    r.buckets_resp.into_iter().next().unwrap()
+}
+
+/// The ids read from one partition bucket from offset 0.
+async fn fetch_ids(
+    c: &mut Client,
+    table_id: i64,
+    partition_id: i64,
+    bucket_id: i32,
+) -> Result<Vec<i32>, i32> {
+    let mut req = fetch(table_id, bucket_id, 0, None, 0);
+    let Request::FetchLog(f) = &mut req else {
+        unreachable!()
+    };
+    f.tables_req[0].buckets_req[0].partition_id = Some(partition_id);
+    let Response::FetchLog(r) = c.call(req).await.unwrap() else {
+        panic!()
+    };
+    let b = &r.tables_resp[0].buckets_resp[0];
+    assert_eq!(b.partition_id, Some(partition_id));
+    if let Some(code) = b.error_code {
+        return Err(code);
+    }
+    let schema = fjord_format::arrow_schema::to_arrow_schema(&batches::table_schema());
+    let records = b.records.clone().unwrap_or_default();
+    Ok(batches::decode_all(&records, schema)
+        .iter()
+        .flat_map(|rb| {
+            rb.column(0)
+                .as_any()
+                .downcast_ref::<arrow_array::Int32Array>()
+                .unwrap()
+                .values()
+                .to_vec()
+        })
+        .collect())
+}
+
+#[tokio::test]
+async fn partitions_are_created_listed_filtered_and_dropped_with_fluss_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let mut c = server.client().await;
+    create_table(&mut c, "t", PARTITIONED_JSON).await.unwrap();
+    create_partition(&mut c, "t", &[("name", "a")], false)
+        .await
+        .unwrap();
+    create_partition(&mut c, "t", &[("name", "b")], false)
+        .await
+        .unwrap();
+    let all = list(&mut c, "t", None).await;
+    assert_eq!(
+        all.iter().map(|p| p.1[0].as_str()).collect::<Vec<_>>(),
+        ["a", "b"]
+    );
+    assert_ne!(all[0].0, all[1].0);
+    assert_eq!(
+        list(&mut c, "t", Some(&[("name", "b")])).await,
+        vec![all[1].clone()]
+    );
+
+    let err = create_partition(&mut c, "t", &[("name", "a")], false)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::PartitionAlreadyExists, "{err}");
+    create_partition(&mut c, "t", &[("name", "a")], true)
+        .await
+        .unwrap();
+    for bad in [
+        &[("zz", "a")][..],
+        &[][..],
+        &[("name", "a/b")][..],
+        &[("name", "__x")][..],
+    ] {
+        let err = create_partition(&mut c, "t", bad, false).await.unwrap_err();
+        assert_eq!(
+            err.code(),
+            ErrorCode::PartitionSpecInvalidException,
+            "{bad:?}: {err}"
+        );
+    }
+
+    drop_partition(&mut c, "t", &[("name", "a")], false)
+        .await
+        .unwrap();
+    let err = drop_partition(&mut c, "t", &[("name", "a")], false)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::PartitionNotExists, "{err}");
+    drop_partition(&mut c, "t", &[("name", "a")], true)
+        .await
+        .unwrap();
+    assert_eq!(list(&mut c, "t", None).await, vec![all[1].clone()]);
+
+    // A partition created again gets a new id: ids are never reused.
+    create_partition(&mut c, "t", &[("name", "a")], false)
+        .await
+        .unwrap();
+    let again = list(&mut c, "t", Some(&[("name", "a")])).await;
+    assert!(again[0].0 > all[1].0, "{again:?} vs {all:?}");
+
+    // A non-partitioned table answers TableNotPartitioned.
+    create_table(&mut c, "plain", LOG_TABLE_JSON).await.unwrap();
+    let err = create_partition(&mut c, "plain", &[("name", "a")], false)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::TableNotPartitionedException, "{err}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn metadata_describes_partitions_by_path_and_id_and_refuses_unknown_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let mut c = server.client().await;
+    let table_id = create_table(&mut c, "t", PARTITIONED_JSON).await.unwrap();
+    create_partition(&mut c, "t", &[("name", "a")], false)
+        .await
+        .unwrap();
+    let pid = list(&mut c, "t", None).await[0].0;
+    let Response::MetaData(md) = c
+        .call(Request::MetaData(pb::MetadataRequest {
+            table_path: vec![table_path("db", "t")],
+            partitions_path: vec![pb::PbPhysicalTablePath {
+                database_name: "db".into(),
+                table_name: "t".into(),
+                partition_name: Some("a".into()),
+            }],
+            partitions_id: vec![pid],
+        }))
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    // The partitioned table itself has no buckets; each partition has two.
+    assert!(md.table_metadata[0].bucket_metadata.is_empty());
+    assert_eq!(md.partition_metadata.len(), 2);
+    for p in &md.partition_metadata {
+        assert_eq!(
+            (p.table_id, p.partition_id, p.partition_name.as_str()),
+            (table_id, pid, "a")
+        );
+        assert_eq!(p.bucket_metadata.len(), 2);
+    }
+    let err = c
+        .call(Request::MetaData(pb::MetadataRequest {
+            partitions_id: vec![pid + 100],
+            ..Default::default()
+        }))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::PartitionNotExists, "{err}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn rows_written_to_a_partition_are_read_back_from_that_partition_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let mut c = server.client().await;
+    let table_id = create_table(&mut c, "t", PARTITIONED_JSON).await.unwrap();
+    create_partition(&mut c, "t", &[("name", "a")], false)
+        .await
+        .unwrap();
+    create_partition(&mut c, "t", &[("name", "b")], false)
+        .await
+        .unwrap();
+    let parts = list(&mut c, "t", None).await;
+    let (a, b) = (parts[0].0, parts[1].0);
+    let resp = produce(&mut c, table_id, a, 1, 0..3).await;
+    assert_eq!(
+        (resp.error_code, resp.partition_id, resp.base_offset),
+        (None, Some(a), Some(0))
+    );
+    let resp = produce(&mut c, table_id, b, 1, 100..102).await;
+    assert_eq!((resp.error_code, resp.partition_id), (None, Some(b)));
+    assert_eq!(fetch_ids(&mut c, table_id, a, 1).await, Ok(vec![0, 1, 2]));
+    assert_eq!(fetch_ids(&mut c, table_id, b, 1).await, Ok(vec![100, 101]));
+    assert_eq!(fetch_ids(&mut c, table_id, a, 0).await, Ok(vec![]));
+
+    // Unknown partition ids answer PartitionNotExists, per bucket.
+    let resp = produce(&mut c, table_id, b + 100, 0, 0..1).await;
+    assert_eq!(resp.error_code, Some(ErrorCode::PartitionNotExists.code()));
+    assert_eq!(
+        fetch_ids(&mut c, table_id, b + 100, 0).await,
+        Err(ErrorCode::PartitionNotExists.code())
+    );
+    let Response::ListOffsets(lo) = c
+        .call(Request::ListOffsets(pb::ListOffsetsRequest {
+            follower_server_id: -1,
+            offset_type: 1,
+            table_id,
+            partition_id: Some(a),
+            bucket_id: vec![0, 1],
+            ..Default::default()
+        }))
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    let latest: Vec<_> = lo.buckets_resp.iter().map(|b| b.offset).collect();
+    assert_eq!(latest, [Some(0), Some(3)]);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn restart_keeps_partition_ids_and_data_and_drop_deletes_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let (table_id, parts) = {
+        let server = TestServer::start(dir.path()).await;
+        let mut c = server.client().await;
+        let table_id = create_table(&mut c, "t", PARTITIONED_JSON).await.unwrap();
+        create_partition(&mut c, "t", &[("name", "a")], false)
+            .await
+            .unwrap();
+        create_partition(&mut c, "t", &[("name", "b")], false)
+            .await
+            .unwrap();
+        let parts = list(&mut c, "t", None).await;
+        produce(&mut c, table_id, parts[0].0, 0, 0..2).await;
+        produce(&mut c, table_id, parts[1].0, 0, 5..6).await;
+        server.stop().await;
+        (table_id, parts)
+    };
+    let server = TestServer::start(dir.path()).await;
+    let mut c = server.client().await;
+    assert_eq!(list(&mut c, "t", None).await, parts);
+    assert_eq!(
+        fetch_ids(&mut c, table_id, parts[0].0, 0).await,
+        Ok(vec![0, 1])
+    );
+    assert_eq!(
+        fetch_ids(&mut c, table_id, parts[1].0, 0).await,
+        Ok(vec![5])
+    );
+
+    let partition_dir = dir
+        .path()
+        .join("log")
+        .join(table_id.to_string())
+        .join(format!("p{}", parts[0].0));
+    assert!(partition_dir.exists());
+    drop_partition(&mut c, "t", &[("name", "a")], false)
+        .await
+        .unwrap();
+    assert!(
+        !partition_dir.exists(),
+        "dropped partition's data is deleted"
+    );
+    assert_eq!(
+        fetch_ids(&mut c, table_id, parts[0].0, 0).await,
+        Err(ErrorCode::PartitionNotExists.code())
+    );
+    // Dropping the table deletes every partition's data.
+    c.call(Request::DropTable(pb::DropTableRequest {
+        table_path: table_path("db", "t"),
+        ignore_if_not_exists: false,
+    }))
+    .await
+    .unwrap();
+    assert!(!dir.path().join("log").join(table_id.to_string()).exists());
+    server.stop().await;
+    // And nothing of it comes back after a restart.
+    let server = TestServer::start(dir.path()).await;
+    let mut c = server.client().await;
+    create_table(&mut c, "t", PARTITIONED_JSON).await.unwrap();
+    assert!(list(&mut c, "t", None).await.is_empty());
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn max_partition_num_refuses_one_more_partition_with_fluss_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = Options::default();
+    options.set("max.partition.num=2").unwrap();
+    let config = ServerConfig::from_options(dir.path().to_owned(), options).unwrap();
+    let server = TestServer::start_with(config).await;
+    let mut c = server.client().await;
+    create_table(&mut c, "t", PARTITIONED_JSON).await.unwrap();
+    create_partition(&mut c, "t", &[("name", "a")], false)
+        .await
+        .unwrap();
+    create_partition(&mut c, "t", &[("name", "b")], false)
+        .await
+        .unwrap();
+    let err = create_partition(&mut c, "t", &[("name", "c")], false)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::PartitionMaxNumException, "{err}");
+    assert!(err.message().contains("max.partition.num"), "{err}");
+    // Dropping one makes room again.
+    drop_partition(&mut c, "t", &[("name", "a")], false)
+        .await
+        .unwrap();
+    create_partition(&mut c, "t", &[("name", "c")], false)
+        .await
+        .unwrap();
+    server.stop().await;
+}
+
+struct FixedClock(jiff::Timestamp);
+
+impl Clock for FixedClock {
+    fn now(&self) -> jiff::Timestamp {
+        self.0
+    }
+}
+
+#[tokio::test]
+async fn auto_partitioned_table_has_its_precreated_partitions_when_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let now: jiff::Timestamp = "2024-11-11T10:00:00Z".parse().unwrap();
+    let server = TestServer::start_with_clock(
+        ServerConfig::with_data_dir(dir.path().to_owned()),
+        Arc::new(FixedClock(now)),
+    )
+    .await;
+    let mut c = server.client().await;
+    let json = PARTITIONED_JSON.replace(
+        r#""properties":{}"#,
+        r#""properties":{"table.auto-partition.enabled":"true","table.auto-partition.time-unit":"DAY","table.auto-partition.num-precreate":"3","table.auto-partition.num-retention":"2","table.auto-partition.time-zone":"UTC"}"#,
+    );
+    create_table(&mut c, "auto", &json).await.unwrap();
+    let names: Vec<String> = list(&mut c, "auto", None)
+        .await
+        .into_iter()
+        .map(|p| p.1[0].clone())
+        .collect();
+    assert_eq!(names, ["20241111", "20241112", "20241113"]);
+    // Manual creation must match the unit's format and not be expired.
+    let err = create_partition(&mut c, "auto", &[("name", "2024-11-20")], false)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.code(),
+        ErrorCode::PartitionSpecInvalidException,
+        "{err}"
+    );
+    let err = create_partition(&mut c, "auto", &[("name", "20241101")], false)
+        .await
+        .unwrap_err();
+    assert!(err.message().contains("out-of-date"), "{err}");
+    create_partition(&mut c, "auto", &[("name", "20241109")], false)
+        .await
+        .unwrap();
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn concurrent_creates_of_one_partition_create_it_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let mut c = server.client().await;
+    create_table(&mut c, "t", PARTITIONED_JSON).await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let mut c = server.client().await;
+        tasks.push(tokio::spawn(async move {
+            create_partition(&mut c, "t", &[("name", "hot")], true).await
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    assert_eq!(list(&mut c, "t", None).await.len(), 1);
+    server.stop().await;
+}
