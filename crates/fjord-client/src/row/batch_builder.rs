@@ -200,6 +200,25 @@ impl Column {
         }
     }
 
+    /// Bytes the column's buffers have allocated (capacity, not length).
+    fn allocated_bytes(&self) -> usize {
+        self.values.capacity()
+            + self.offsets.capacity()
+            + self.bits.capacity() / 8
+            + self.nulls.allocated_size()
+    }
+
+    /// Drops the buffers' capacity, keeping the (empty) column usable.
+    fn release(&mut self) {
+        self.values = MutableBuffer::new(0);
+        self.offsets = MutableBuffer::new(0);
+        self.bits = BooleanBufferBuilder::new(0);
+        self.nulls = NullBufferBuilder::new(0);
+        if self.is_var() {
+            self.offsets.push(0i32);
+        }
+    }
+
     fn is_var(&self) -> bool {
         matches!(self.kind, ColumnKind::Utf8 | ColumnKind::Binary)
     }
@@ -540,6 +559,24 @@ impl RowBatchBuilder {
     /// and bitmaps; not the IPC framing), kept as rows are appended: O(1).
     pub fn estimated_bytes(&self) -> usize {
         self.bytes + (self.rows * self.bitmap_columns).div_ceil(8)
+    }
+
+    /// Bytes the builder's buffers hold allocated, whether filled or not
+    /// (after `finish` they stay sized for the previous batch): what a
+    /// writer counts against its buffer memory. O(columns).
+    pub fn allocated_bytes(&self) -> usize {
+        self.columns.iter().map(Column::allocated_bytes).sum()
+    }
+
+    /// Gives the buffers' memory back (e.g. when a bucket's writer goes
+    /// idle); only allowed when empty, so no row is lost. Returns whether
+    /// the memory was released.
+    pub fn release_memory(&mut self) -> bool {
+        if self.rows != 0 {
+            return false;
+        }
+        self.columns.iter_mut().for_each(Column::release);
+        true
     }
 
     /// The rows appended so far as a RecordBatch of the builder's schema;

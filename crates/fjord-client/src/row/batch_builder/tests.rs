@@ -400,3 +400,35 @@ fn user_behavior_rows_match_the_fixture_schema() {
     assert_eq!(batch.num_rows(), 4);
     assert_eq!(batch.column(3).as_string::<i32>().value(1), "cart");
 }
+
+#[test]
+fn memory_stays_sized_for_the_last_batch_until_released() {
+    let mut builder = builder(&[("id", DataType::bigint()), ("s", DataType::string())]);
+    for _ in 0..10_000 {
+        builder
+            .append(&[Datum::BigInt(1), Datum::String("abcdefgh")][..])
+            .unwrap();
+    }
+    let filled = builder.estimated_bytes();
+    assert!(builder.allocated_bytes() >= filled);
+    builder.finish().unwrap();
+    // Room for a batch like the last one is kept...
+    assert!(builder.allocated_bytes() >= 10_000 * (8 + 4 + 8));
+    // ...until the memory is released; a non-empty builder keeps it.
+    builder
+        .append(&[Datum::BigInt(1), Datum::Null][..])
+        .unwrap();
+    assert!(!builder.release_memory());
+    builder.finish().unwrap();
+    assert!(builder.release_memory());
+    assert!(
+        builder.allocated_bytes() < 1_024,
+        "{}",
+        builder.allocated_bytes()
+    );
+    builder
+        .append(&[Datum::BigInt(2), Datum::String("after")][..])
+        .unwrap();
+    let batch = builder.finish().unwrap();
+    assert_eq!(batch.column(1).as_string::<i32>().value(0), "after");
+}
