@@ -1,0 +1,329 @@
+//! PartitionRouter against an in-process server: the cache built from the
+//! listing, dynamic creation once per partition under concurrent callers,
+//! dynamic creation disabled, and the server's partition limit.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fjord_client::row::Datum;
+use fjord_client::{
+    Admin, PartitionLookup, PartitionRouter, ServerConnection, TableInfo, TablePath,
+};
+use fjord_format::schema::{DatabaseDescriptor, Schema, TableDescriptor, TableDistribution};
+use fjord_format::types::DataType;
+use fjord_proto::ErrorCode;
+use fjord_server::{Server, ServerConfig};
+use tokio::sync::oneshot;
+
+/// Bound on every client call, so a server that never answers fails the test
+/// instead of hanging it.
+const STEP: Duration = Duration::from_secs(60);
+
+struct Running {
+    admin: Admin,
+    stop: Option<oneshot::Sender<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+async fn start_with(configure: impl FnOnce(&mut ServerConfig)) -> Running {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut config = ServerConfig::with_data_dir(dir.path().to_owned());
+    configure(&mut config);
+    let server = Server::bind(config, "127.0.0.1:0")
+        .await
+        .expect("server starts");
+    let addr = server.local_addr().to_string();
+    let (stop, stopped) = oneshot::channel();
+    tokio::spawn(server.run(async {
+        let _ = stopped.await;
+    }));
+    let connection = ServerConnection::connect(&addr).await.expect("connect");
+    Running {
+        admin: Admin::new(connection),
+        stop: Some(stop),
+        _dir: dir,
+    }
+}
+
+async fn start() -> Running {
+    start_with(|_| {}).await
+}
+
+/// `db.<name>`: `id BIGINT, dt STRING`, partitioned by `dt`.
+async fn create_table(admin: &Admin, name: &str) -> TableInfo {
+    let schema = Schema::builder()
+        .column("id", DataType::bigint())
+        .column("dt", DataType::string())
+        .build()
+        .expect("schema");
+    let descriptor = TableDescriptor::new(
+        schema,
+        None,
+        vec!["dt".to_owned()],
+        Some(TableDistribution {
+            bucket_count: Some(1),
+            bucket_keys: Vec::new(),
+        }),
+        BTreeMap::new(),
+        BTreeMap::new(),
+    )
+    .expect("descriptor");
+    admin
+        .create_database("db", &DatabaseDescriptor::default(), true)
+        .await
+        .expect("create database");
+    let path = TablePath::new("db", name);
+    admin
+        .create_table(&path, &descriptor, false)
+        .await
+        .expect("create table");
+    admin.table_info(&path).await.expect("table info")
+}
+
+fn row(dt: &str) -> [Datum<'_>; 2] {
+    [Datum::BigInt(1), Datum::String(dt)]
+}
+
+async fn listed(admin: &Admin, path: &TablePath) -> HashMap<String, i64> {
+    admin
+        .list_partitions(path, None)
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|p| (p.name, p.partition_id))
+        .collect()
+}
+
+#[tokio::test]
+async fn cache_starts_with_the_partitions_the_server_lists() {
+    let s = start().await;
+    let table = create_table(&s.admin, "preloaded").await;
+    s.admin
+        .create_partition(
+            &table.path,
+            &[("dt".to_owned(), "20261130".to_owned())],
+            false,
+        )
+        .await
+        .expect("create");
+    let id = listed(&s.admin, &table.path).await["20261130"];
+
+    let router = PartitionRouter::new(s.admin.clone(), &table, false)
+        .await
+        .expect("router");
+    assert_eq!(router.known_partitions(), 1);
+    assert_eq!(
+        router.lookup(&row("20261130")[..]).expect("lookup"),
+        PartitionLookup::Known(id)
+    );
+    assert_eq!(
+        router.lookup(&row("20261201")[..]).expect("lookup"),
+        PartitionLookup::Missing
+    );
+    let mut view = router.view();
+    assert_eq!(
+        view.lookup(&row("20261130")[..]).expect("lookup"),
+        PartitionLookup::Known(id)
+    );
+    assert_eq!(router.create_requests_sent(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writers_create_each_missing_partition_once() {
+    const TASKS: usize = 8;
+    const DAYS: [&str; 5] = ["20261201", "20261202", "20261203", "20261204", "20261205"];
+    let s = start().await;
+    let table = create_table(&s.admin, "dynamic").await;
+    let router = PartitionRouter::new(s.admin.clone(), &table, true)
+        .await
+        .expect("router");
+    let mut views_before = router.view();
+
+    let mut tasks = Vec::new();
+    for task in 0..TASKS {
+        let router = Arc::clone(&router);
+        tasks.push(tokio::spawn(async move {
+            let mut ids = Vec::new();
+            // Each task walks the days from a different start, so callers
+            // collide on every partition in different orders.
+            for i in 0..DAYS.len() {
+                let dt = DAYS[(i + task) % DAYS.len()];
+                let id = tokio::time::timeout(STEP, router.ensure(&row(dt)[..]))
+                    .await
+                    .expect("in time")
+                    .expect("ensure");
+                ids.push((dt, id));
+            }
+            ids
+        }));
+    }
+    let server_ids = {
+        let mut all = Vec::new();
+        for task in tasks {
+            all.extend(task.await.expect("task"));
+        }
+        all
+    };
+
+    let listed = listed(&s.admin, &table.path).await;
+    assert_eq!(
+        listed.len(),
+        DAYS.len(),
+        "exactly one partition per day: {listed:?}"
+    );
+    for (dt, id) in server_ids {
+        assert_eq!(listed[dt], id, "every caller got the server's id of {dt}");
+    }
+    assert_eq!(
+        router.create_requests_sent(),
+        DAYS.len() as u64,
+        "one CreatePartition per missing partition"
+    );
+    // A view taken before the creations sees them without being rebuilt.
+    for dt in DAYS {
+        assert_eq!(
+            views_before.lookup(&row(dt)[..]).expect("lookup"),
+            PartitionLookup::Known(listed[dt])
+        );
+    }
+}
+
+#[tokio::test]
+async fn disabled_dynamic_creation_names_the_missing_partition_and_creates_nothing() {
+    let s = start().await;
+    let table = create_table(&s.admin, "static").await;
+    let router = PartitionRouter::new(s.admin.clone(), &table, false)
+        .await
+        .expect("router");
+
+    let error = router
+        .ensure(&row("20261130")[..])
+        .await
+        .expect_err("missing");
+    assert_eq!(
+        error.error_code(),
+        Some(ErrorCode::PartitionNotExists),
+        "{error}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains("20261130") && message.contains("dynamic-create-partition"),
+        "{message}"
+    );
+    assert!(listed(&s.admin, &table.path).await.is_empty());
+    assert_eq!(router.create_requests_sent(), 0);
+
+    // Created by someone else after the router was built: found on the miss.
+    s.admin
+        .create_partition(
+            &table.path,
+            &[("dt".to_owned(), "20261130".to_owned())],
+            false,
+        )
+        .await
+        .expect("create");
+    let id = router
+        .ensure(&row("20261130")[..])
+        .await
+        .expect("now exists");
+    assert_eq!(listed(&s.admin, &table.path).await["20261130"], id);
+}
+
+#[tokio::test]
+async fn partition_limit_surfaces_the_server_error_and_is_retried_next_time() {
+    let s = start_with(|c| c.catalog.partition_count_max = 1).await;
+    let table = create_table(&s.admin, "limited").await;
+    let router = PartitionRouter::new(s.admin.clone(), &table, true)
+        .await
+        .expect("router");
+    router
+        .ensure(&row("20261130")[..])
+        .await
+        .expect("first fits");
+
+    for attempt in 0..2 {
+        let error = router
+            .ensure(&row("20261201")[..])
+            .await
+            .expect_err("over the limit");
+        assert_eq!(
+            error.error_code(),
+            Some(ErrorCode::PartitionMaxNumException),
+            "attempt {attempt}: {error}"
+        );
+    }
+    // A failed flight is not remembered: each ensure asked the server again.
+    assert_eq!(router.create_requests_sent(), 3);
+    assert_eq!(listed(&s.admin, &table.path).await.len(), 1);
+}
+
+#[tokio::test]
+async fn refresh_forgets_a_dropped_partition() {
+    let s = start().await;
+    let table = create_table(&s.admin, "dropped").await;
+    let router = PartitionRouter::new(s.admin.clone(), &table, true)
+        .await
+        .expect("router");
+    let mut view = router.view();
+    let id = router.ensure(&row("20261130")[..]).await.expect("create");
+    assert_eq!(
+        view.lookup(&row("20261130")[..]).expect("lookup"),
+        PartitionLookup::Known(id)
+    );
+
+    s.admin
+        .drop_partition(
+            &table.path,
+            &[("dt".to_owned(), "20261130".to_owned())],
+            false,
+        )
+        .await
+        .expect("drop");
+    router.refresh().await.expect("refresh");
+    assert_eq!(
+        view.lookup(&row("20261130")[..]).expect("lookup"),
+        PartitionLookup::Missing
+    );
+    assert_eq!(router.partition_id("20261130"), None);
+}
+
+#[tokio::test]
+async fn router_refuses_a_table_without_partition_keys() {
+    let s = start().await;
+    let schema = Schema::builder()
+        .column("id", DataType::bigint())
+        .build()
+        .expect("schema");
+    let descriptor = TableDescriptor::new(
+        schema,
+        None,
+        Vec::new(),
+        None,
+        BTreeMap::new(),
+        BTreeMap::new(),
+    )
+    .expect("descriptor");
+    s.admin
+        .create_database("db", &DatabaseDescriptor::default(), true)
+        .await
+        .expect("db");
+    let path = TablePath::new("db", "plain");
+    s.admin
+        .create_table(&path, &descriptor, false)
+        .await
+        .expect("table");
+    let table = s.admin.table_info(&path).await.expect("info");
+    let error = PartitionRouter::new(s.admin.clone(), &table, true)
+        .await
+        .expect_err("not partitioned");
+    assert!(error.to_string().contains("not partitioned"), "{error}");
+}
