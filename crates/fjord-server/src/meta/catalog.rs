@@ -1055,6 +1055,66 @@ mod tests {
     }
 
     #[test]
+    fn partition_nodes_of_a_table_dropped_mid_crash_are_removed_on_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let json = LOG_TABLE
+            .replace(r#""partition_key":[]"#, r#""partition_key":["b"]"#)
+            .replace(r#""bucket_key":["a"]"#, r#""bucket_key":[]"#);
+        let table_id = {
+            let c = open(dir.path());
+            c.create_database("db", None, false).unwrap();
+            let t = c
+                .create_table(&path("t"), json.as_bytes(), false)
+                .unwrap()
+                .unwrap();
+            c.create_partition(&t, vec!["x".into()], false, |_| Ok(()))
+                .unwrap();
+            t.table_id
+        };
+        // A crash after the table node's delete, before its partitions'.
+        let store = FileMetaStore::open(dir.path()).unwrap();
+        store.delete("/databases/db/t", None).unwrap();
+        drop(store);
+        let c = open(dir.path());
+        assert!(c.partitions(table_id).is_empty());
+        let store = FileMetaStore::open(dir.path()).unwrap();
+        assert!(store
+            .get(&format!("/partitions/{table_id}"))
+            .unwrap()
+            .is_none());
+    }
+
+    #[test]
+    fn partitions_survive_reopen_and_failed_tablets_undo_the_create() {
+        let dir = tempfile::tempdir().unwrap();
+        let json = LOG_TABLE
+            .replace(r#""partition_key":[]"#, r#""partition_key":["b"]"#)
+            .replace(r#""bucket_key":["a"]"#, r#""bucket_key":[]"#);
+        let (t, created) = {
+            let c = open(dir.path());
+            c.create_database("db", None, false).unwrap();
+            let t = c
+                .create_table(&path("t"), json.as_bytes(), false)
+                .unwrap()
+                .unwrap();
+            let p = c
+                .create_partition(&t, vec!["x".into()], false, |_| Ok(()))
+                .unwrap()
+                .unwrap();
+            let failed = c.create_partition(&t, vec!["y".into()], false, |_| {
+                Err(ApiError::new(ErrorCode::StorageException, "disk full"))
+            });
+            assert_eq!(failed.unwrap_err().code(), ErrorCode::StorageException);
+            (t, p)
+        };
+        let c = open(dir.path());
+        let parts = c.partitions(t.table_id);
+        assert_eq!(parts.len(), 1);
+        assert_eq!(*parts[0], *created);
+        assert_eq!(c.partition_by_id(created.partition_id).unwrap().name, "x");
+    }
+
+    #[test]
     fn table_ids_are_not_reused_after_drop() {
         let dir = tempfile::tempdir().unwrap();
         let c = open(dir.path());

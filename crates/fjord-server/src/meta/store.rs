@@ -12,7 +12,8 @@
 //!   grows by one on every set.
 //! - `create` fails if the node exists or its parent does not (the root `/`
 //!   always exists); `set` and `delete` take an expected version (`None` =
-//!   any) and fail on mismatch; `delete` fails if the node has children.
+//!   any) and fail on mismatch; `delete` fails if the node has children;
+//!   `delete_recursive` removes a node and its whole subtree in one step.
 //! - `watch` returns a receiver that is notified when the node or any node
 //!   below it changes.
 //!
@@ -115,6 +116,9 @@ pub trait MetaStore: Send + Sync {
         -> Result<i32, MetaError>;
     /// Deletes a node without children if its version matches.
     fn delete(&self, path: &str, expected_version: Option<i32>) -> Result<(), MetaError>;
+    /// Deletes a node and every node below it as one atomic, durable step
+    /// (ZooKeeper: one `multi` of deletes), whatever their versions.
+    fn delete_recursive(&self, path: &str) -> Result<(), MetaError>;
     /// Names (last segment only) of a node's direct children, sorted.
     fn children(&self, path: &str) -> Result<Vec<String>, MetaError>;
     /// A receiver notified (its value increments) whenever the node or any
@@ -371,6 +375,27 @@ impl MetaStore for FileMetaStore {
         })
     }
 
+    fn delete_recursive(&self, path: &str) -> Result<(), MetaError> {
+        if path == "/" {
+            return Err(MetaError::InvalidPath(path.to_owned()));
+        }
+        self.mutate(path, |nodes| {
+            if nodes.remove(path).is_none() {
+                return Err(MetaError::NoNode(path.to_owned()));
+            }
+            let prefix = child_prefix(path);
+            let below: Vec<String> = nodes
+                .range(prefix.clone()..)
+                .take_while(|(k, _)| k.starts_with(&prefix))
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in below {
+                nodes.remove(&k);
+            }
+            Ok(())
+        })
+    }
+
     fn children(&self, path: &str) -> Result<Vec<String>, MetaError> {
         check_path(path)?;
         let tree = self.lock();
@@ -544,6 +569,23 @@ mod tests {
         s.delete("/a/b", None).unwrap();
         s.delete("/a", Some(0)).unwrap();
         assert_eq!(s.get("/a").unwrap(), None);
+    }
+
+    #[test]
+    fn delete_recursive_removes_the_subtree_only() {
+        let (dir, s) = store();
+        for p in ["/a", "/a/b", "/a/b/c", "/a/d", "/ab"] {
+            s.create(p, b"").unwrap();
+        }
+        s.delete_recursive("/a").unwrap();
+        assert_eq!(s.children("/").unwrap(), vec!["ab"]);
+        assert!(matches!(
+            s.delete_recursive("/a"),
+            Err(MetaError::NoNode(_))
+        ));
+        let reopened = FileMetaStore::open(dir.path()).unwrap();
+        assert!(reopened.get("/a/b/c").unwrap().is_none());
+        assert!(reopened.get("/ab").unwrap().is_some());
     }
 
     #[test]

@@ -313,21 +313,13 @@ impl Catalog {
         Ok(())
     }
 
-    /// Deletes every partition node of `table_id` and their parent.
+    /// Deletes every partition node of `table_id` and their parent, in one
+    /// store write.
     pub(super) fn delete_partition_nodes(&self, table_id: i64) -> Result<(), ApiError> {
-        let parent = table_partitions_node(table_id);
-        let names = match self.store.children(&parent) {
-            Ok(n) => n,
-            Err(MetaError::NoNode(_)) => return Ok(()),
-            Err(e) => return Err(e.into()),
-        };
-        for name in names {
-            match self.store.delete(&partition_node(table_id, &name), None) {
-                Ok(()) | Err(MetaError::NoNode(_)) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        match self.store.delete(&parent, None) {
+        match self
+            .store
+            .delete_recursive(&table_partitions_node(table_id))
+        {
             Ok(()) | Err(MetaError::NoNode(_)) => Ok(()),
             Err(e) => Err(e.into()),
         }
