@@ -432,3 +432,86 @@ fn memory_stays_sized_for_the_last_batch_until_released() {
     let batch = builder.finish().unwrap();
     assert_eq!(batch.column(1).as_string::<i32>().value(0), "after");
 }
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// One generated row of (BIGINT, STRING, BYTES NOT NULL, BOOLEAN, DOUBLE),
+    /// and, if `spoil` is set, the column whose datum is replaced by a wrong one.
+    type Row = (
+        Option<i64>,
+        Option<String>,
+        Vec<u8>,
+        Option<bool>,
+        Option<f64>,
+    );
+
+    fn row_strategy() -> impl Strategy<Value = (Row, Option<usize>)> {
+        (
+            (
+                any::<Option<i64>>(),
+                proptest::option::of(".{0,12}"),
+                proptest::collection::vec(any::<u8>(), 0..10),
+                any::<Option<bool>>(),
+                any::<Option<f64>>().prop_filter("NaN is not equal to itself", |v| {
+                    v.is_none_or(|v| !v.is_nan())
+                }),
+            ),
+            proptest::option::weighted(0.3, 0usize..5),
+        )
+    }
+
+    fn datums(row: &Row) -> [Datum<'_>; 5] {
+        [
+            row.0.into(),
+            row.1.as_deref().into(),
+            Datum::Binary(&row.2),
+            row.3.into(),
+            row.4.into(),
+        ]
+    }
+
+    proptest! {
+        /// Whatever mix of valid and refused rows is appended, the batch holds
+        /// exactly the valid rows, in order, value for value.
+        #[test]
+        fn batch_holds_exactly_the_accepted_rows(rows in proptest::collection::vec(row_strategy(), 0..60)) {
+            let mut builder = builder(&[
+                ("id", DataType::bigint()),
+                ("s", DataType::string()),
+                ("b", DataType::bytes().not_null()),
+                ("f", DataType::boolean()),
+                ("d", DataType::double()),
+            ]);
+            let mut accepted = Vec::new();
+            for (row, spoil) in &rows {
+                let mut fields = datums(row);
+                if let Some(column) = spoil {
+                    // A Date fits no column of this schema.
+                    fields[*column] = Datum::Date(1);
+                    prop_assert!(builder.append(&fields[..]).is_err());
+                } else {
+                    builder.append(&fields[..]).unwrap();
+                    accepted.push(row.clone());
+                }
+            }
+            prop_assert_eq!(builder.len(), accepted.len());
+            let batch = builder.finish().unwrap();
+            prop_assert_eq!(batch.num_rows(), accepted.len());
+            let ids = batch.column(0).as_primitive::<Int64Type>();
+            let texts = batch.column(1).as_string::<i32>();
+            let bytes = batch.column(2).as_binary::<i32>();
+            let flags = batch.column(3).as_boolean();
+            let doubles = batch.column(4).as_primitive::<Float64Type>();
+            for (i, row) in accepted.iter().enumerate() {
+                prop_assert_eq!(ids.is_valid(i).then(|| ids.value(i)), row.0);
+                prop_assert_eq!(texts.is_valid(i).then(|| texts.value(i)), row.1.as_deref());
+                prop_assert_eq!(bytes.value(i), &row.2[..]);
+                prop_assert_eq!(flags.is_valid(i).then(|| flags.value(i)), row.3);
+                prop_assert_eq!(doubles.is_valid(i).then(|| doubles.value(i)), row.4);
+            }
+        }
+    }
+}
