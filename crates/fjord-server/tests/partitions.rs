@@ -514,3 +514,71 @@ async fn concurrent_creates_of_one_partition_create_it_once() {
     assert_eq!(list(&mut c, "t", None).await.len(), 1);
     server.stop().await;
 }
+
+/// A clock the test moves forward.
+struct SteppedClock(std::sync::Mutex<jiff::Timestamp>);
+
+impl Clock for SteppedClock {
+    fn now(&self) -> jiff::Timestamp {
+        *self.0.lock().unwrap()
+    }
+}
+
+/// Lists until `want` holds or the bound passes (the periodic check runs
+/// on its own schedule; this waits for its effect, it asserts no timing).
+async fn wait_for_partitions(c: &mut Client, table: &str, want: &[&str]) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let names: Vec<String> = list(c, table, None)
+            .await
+            .into_iter()
+            .map(|p| p.1.join("$"))
+            .collect();
+        if names == want {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "partitions {names:?}, expected {want:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn periodic_check_precreates_the_next_hours_and_drops_expired_ones_with_their_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = Options::default();
+    options.set("auto-partition.check.interval=20ms").unwrap();
+    let config = ServerConfig::from_options(dir.path().to_owned(), options).unwrap();
+    let clock = Arc::new(SteppedClock(std::sync::Mutex::new(
+        "2024-03-10T06:30:00Z".parse().unwrap(),
+    )));
+    let server = TestServer::start_with_clock(config, Arc::clone(&clock) as Arc<dyn Clock>).await;
+    let mut c = server.client().await;
+    // HOUR in New York, across the spring-forward gap (02:00 does not exist).
+    let json = PARTITIONED_JSON.replace(
+        r#""properties":{}"#,
+        r#""properties":{"table.auto-partition.enabled":"true","table.auto-partition.time-unit":"HOUR","table.auto-partition.num-precreate":"2","table.auto-partition.num-retention":"1","table.auto-partition.time-zone":"America/New_York"}"#,
+    );
+    let table_id = create_table(&mut c, "hourly", &json).await.unwrap();
+    wait_for_partitions(&mut c, "hourly", &["2024031001", "2024031003"]).await;
+    let first = list(&mut c, "hourly", None).await[0].0;
+    produce(&mut c, table_id, first, 0, 0..3).await;
+
+    // Two hours later (05:30 EDT): 01 and 03 are older than one hour back
+    // (04), so they go — with 01's data — and 05, 06 are pre-created.
+    *clock.0.lock().unwrap() = "2024-03-10T09:30:00Z".parse().unwrap();
+    wait_for_partitions(&mut c, "hourly", &["2024031005", "2024031006"]).await;
+    assert_eq!(
+        fetch_ids(&mut c, table_id, first, 0).await,
+        Err(ErrorCode::PartitionNotExists.code())
+    );
+    assert!(!dir
+        .path()
+        .join("log")
+        .join(table_id.to_string())
+        .join(format!("p{first}"))
+        .exists());
+    server.stop().await;
+}

@@ -646,7 +646,15 @@ impl Catalog {
             ));
         }
         props.insert(rf_key.to_owned(), Value::String(rf.to_string()));
-        AutoPartitionStrategy::from_properties(props, &partition_keys)?;
+        if AutoPartitionStrategy::from_properties(props, &partition_keys)?.is_some()
+            && partition_keys.len() > 1
+        {
+            // As Fluss does: with several partition keys, pre-creating is
+            // off, and the stored descriptor says so.
+            props
+                .entry(crate::meta::auto_partition::NUM_PRECREATE_KEY)
+                .or_insert_with(|| Value::String("0".to_owned()));
+        }
 
         obj.insert("bucket_key".to_owned(), json!(bucket_keys));
         obj.insert("bucket_count".to_owned(), json!(bucket_count));
