@@ -40,6 +40,13 @@ pub const CREATED_PARTITION_LIST_ATTEMPTS: u32 = 20;
 /// Pause between two of those listings.
 pub const CREATED_PARTITION_LIST_INTERVAL: Duration = Duration::from_millis(50);
 
+/// Longest time one flight of [`PartitionRouter::ensure`] (create, then list
+/// until the partition shows) may take. Every caller waiting for that
+/// partition waits on the flight, so a server that accepts the request but
+/// never answers must not hold them forever; the callers get a
+/// `REQUEST_TIME_OUT` error and the next call starts a new flight.
+pub const PARTITION_FLIGHT_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Where the partition of a row stands in the router's cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PartitionLookup {
@@ -402,7 +409,12 @@ impl PartitionRouter {
                 .or_default(),
         );
         let outcome = flight
-            .get_or_init(|| async { self.fly(&name, &spec).await.map_err(SharedError) })
+            .get_or_init(|| async {
+                match tokio::time::timeout(PARTITION_FLIGHT_TIMEOUT, self.fly(&name, &spec)).await {
+                    Ok(outcome) => outcome.map_err(SharedError),
+                    Err(_) => Err(SharedError(self.flight_timed_out(&name))),
+                }
+            })
             .await;
         {
             // The first caller back retires the flight; a later miss (the
@@ -456,6 +468,17 @@ impl PartitionRouter {
             api: "partition routing",
             error: ErrorCode::PartitionNotExists.with_message(message),
         })
+    }
+
+    #[cold]
+    fn flight_timed_out(&self, name: &str) -> ClientError {
+        ClientError::Server {
+            api: "partition routing",
+            error: ErrorCode::RequestTimeOut.with_message(format!(
+                "partition `{name}` of table {} was not confirmed by the server within {PARTITION_FLIGHT_TIMEOUT:?}",
+                self.keys.table
+            )),
+        }
     }
 
     /// Reloads the cache from the server's partition listing; call it when
