@@ -190,13 +190,51 @@ fn int_property(props: &Map<String, Value>, key: &str, default: i64) -> Result<i
 }
 
 /// Reads a time zone id the way Fluss's `table.auto-partition.time-zone`
-/// takes it: an IANA name (`Europe/Berlin`, `UTC`).
+/// (a Java `ZoneId`) takes it: an IANA name (`Europe/Berlin`, `UTC`), or a
+/// fixed offset (`Z`, `+08:00`, `-5`, `UTC+8`, `GMT-03:30`).
 pub fn time_zone(id: &str) -> Result<TimeZone, ApiError> {
-    TimeZone::get(id.trim()).map_err(|e| {
-        config_error(format!(
-            "{TIME_ZONE_KEY} '{id}' is not a known time zone: {e}"
-        ))
-    })
+    let id = id.trim();
+    TimeZone::get(id)
+        .or_else(|e| fixed_offset(id).ok_or(e))
+        .map_err(|e| {
+            config_error(format!(
+                "{TIME_ZONE_KEY} '{id}' is not a known time zone: {e}"
+            ))
+        })
+}
+
+/// Longest fixed offset a Java `ZoneOffset` allows, in hours.
+const OFFSET_HOURS_MAX: i32 = 18;
+
+/// `Z`, `±H`, `±HH`, `±HH:MM`, `±HHMM`, optionally after `UTC`, `GMT` or `UT`.
+fn fixed_offset(id: &str) -> Option<TimeZone> {
+    let rest = ["UTC", "GMT", "UT"]
+        .iter()
+        .find_map(|p| id.strip_prefix(p))
+        .unwrap_or(id);
+    if rest.is_empty() || rest == "Z" {
+        return Some(TimeZone::UTC);
+    }
+    let (sign, digits) = match rest.as_bytes()[0] {
+        b'+' => (1, &rest[1..]),
+        b'-' => (-1, &rest[1..]),
+        _ => return None,
+    };
+    let (h, m) = match digits.split_once(':') {
+        Some((h, m)) if m.len() == 2 => (h, m),
+        Some(_) => return None,
+        None if digits.len() == 4 => digits.split_at(2),
+        None => (digits, "0"),
+    };
+    if h.is_empty() || h.len() > 2 || !h.bytes().chain(m.bytes()).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let (h, m): (i32, i32) = (h.parse().ok()?, m.parse().ok()?);
+    if h > OFFSET_HOURS_MAX || m > 59 || (h == OFFSET_HOURS_MAX && m > 0) {
+        return None;
+    }
+    let offset = jiff::tz::Offset::from_seconds(sign * (h * 3600 + m * 60)).ok()?;
+    Some(TimeZone::fixed(offset))
 }
 
 impl AutoPartitionStrategy {
@@ -629,6 +667,29 @@ mod tests {
                     .unwrap()
                     .is_none()
             );
+        }
+    }
+
+    #[test]
+    fn fixed_offset_time_zones_are_read_like_java_zone_ids() {
+        let at = at("2024-11-11T20:30:00Z");
+        for (id, expected_day) in [
+            ("+08:00", "20241112"),
+            ("UTC+8", "20241112"),
+            ("GMT-03:30", "20241111"),
+            ("+0530", "20241112"),
+            ("-5", "20241111"),
+            ("Z", "20241111"),
+        ] {
+            let s = single("DAY", 1, 1, id);
+            assert_eq!(
+                names(&s.plan(at, std::iter::empty())),
+                [expected_day],
+                "{id}"
+            );
+        }
+        for bad in ["+19", "+08:0", "UTC+x", "8"] {
+            assert!(time_zone(bad).is_err(), "{bad}");
         }
     }
 
