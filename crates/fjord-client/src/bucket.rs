@@ -60,13 +60,13 @@ impl FromStr for NoKeyAssigner {
 
 /// The buckets of one Arrow batch: all rows to one bucket, or one bucket per
 /// row (hashed tables whose rows hash to different buckets).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BatchBuckets<'a> {
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BatchBuckets {
     /// Every row goes to this bucket.
     Single(i32),
-    /// Row `i` goes to bucket `buckets[i]`; borrowed from the assigner's
-    /// reused buffer, valid until its next call.
-    PerRow(&'a [i32]),
+    /// Row `i` goes to bucket `buckets[i]` (one allocation per batch, which
+    /// the caller splits by bucket anyway).
+    PerRow(Vec<i32>),
 }
 
 /// Picks the bucket of each row; built once per writer (and again when the
@@ -94,7 +94,6 @@ enum Strategy {
 struct HashState {
     encoder: KeyEncoder,
     column_count: usize,
-    row_buckets: Vec<i32>,
 }
 
 impl BucketAssigner {
@@ -127,7 +126,6 @@ impl BucketAssigner {
             Strategy::Hash(Box::new(HashState {
                 encoder: KeyEncoder::new(schema, bucket_keys)?,
                 column_count: schema.columns().len(),
-                row_buckets: Vec::new(),
             }))
         } else {
             match no_key {
@@ -210,7 +208,7 @@ impl BucketAssigner {
     /// current bucket (sticky) or the next one (round-robin) for all rows,
     /// or each row's hashed bucket. Fails when the batch's columns differ
     /// from the table's or a key value is NULL.
-    pub fn assign_batch(&mut self, batch: &RecordBatch) -> Result<BatchBuckets<'_>> {
+    pub fn assign_batch(&mut self, batch: &RecordBatch) -> Result<BatchBuckets> {
         let bucket_count = self.bucket_count;
         match &mut self.strategy {
             Strategy::Sticky { current, rng } => {
@@ -231,23 +229,19 @@ impl BucketAssigner {
                         state.column_count
                     )));
                 }
-                let HashState {
-                    encoder,
-                    row_buckets,
-                    ..
-                } = &mut **state;
-                row_buckets.clear();
+                let encoder = &mut state.encoder;
                 let keys = encoder.batch_keys(batch)?;
+                let mut row_buckets = Vec::with_capacity(batch.num_rows());
                 for row in 0..batch.num_rows() {
                     let key = encoder.encode_batch_row(&keys, row)?;
                     row_buckets.push(fluss_bucket_of_key(key, bucket_count));
                 }
-                match row_buckets.split_first() {
-                    Some((first, rest)) if rest.iter().all(|b| b == first) => {
-                        Ok(BatchBuckets::Single(*first))
-                    }
+                match row_buckets.first().copied() {
                     // An empty batch has no bucket to speak of; bucket 0 is as good as any.
                     None => Ok(BatchBuckets::Single(0)),
+                    Some(first) if row_buckets.iter().all(|&b| b == first) => {
+                        Ok(BatchBuckets::Single(first))
+                    }
                     Some(_) => Ok(BatchBuckets::PerRow(row_buckets)),
                 }
             }

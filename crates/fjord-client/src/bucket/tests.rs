@@ -277,7 +277,7 @@ fn batches_hash_to_the_same_buckets_as_their_rows() {
     }
     let batch = builder.finish().unwrap();
     match assigner.assign_batch(&batch).unwrap() {
-        BatchBuckets::PerRow(buckets) => assert_eq!(buckets, &expected[..]),
+        BatchBuckets::PerRow(buckets) => assert_eq!(buckets, expected),
         BatchBuckets::Single(b) => panic!("50 keys all hashed to bucket {b}"),
     }
     // A batch of one key is sent whole.
