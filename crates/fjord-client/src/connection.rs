@@ -89,6 +89,17 @@ impl ServerConnection {
         &self.inner.addr
     }
 
+    /// Whether the connection has died (socket closed, read failed or the
+    /// server sent a failure frame); every request on it now fails at once,
+    /// so callers reconnect instead.
+    pub fn is_closed(&self) -> bool {
+        self.inner
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none()
+    }
+
     /// Sends `request` as API `api` at the highest version Fjord serves for
     /// it (0 where it serves none) and waits for the response.
     pub async fn request<Req, Resp>(&self, api: ApiKey, request: &Req) -> Result<Resp>
@@ -146,6 +157,41 @@ impl ServerConnection {
         ClientError::ConnectionClosed {
             addr: self.inner.addr.clone(),
             api: api.name(),
+        }
+    }
+}
+
+/// The client's connections, one per server address, reopened when one has
+/// died. Looked up per request batch or metadata refresh, never per record.
+#[derive(Default)]
+pub(crate) struct ConnectionPool {
+    connections: Mutex<HashMap<String, ServerConnection>>,
+}
+
+impl ConnectionPool {
+    /// Adds an open connection (e.g. the bootstrap one) to the pool.
+    pub(crate) fn insert(&self, connection: ServerConnection) {
+        let mut map = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+        map.insert(connection.addr().to_owned(), connection);
+    }
+
+    /// The live connection to `addr`, connecting (again) when there is none.
+    pub(crate) async fn get(&self, addr: &str) -> Result<ServerConnection> {
+        {
+            let map = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(c) = map.get(addr).filter(|c| !c.is_closed()) {
+                return Ok(c.clone());
+            }
+        }
+        let fresh = ServerConnection::connect(addr).await?;
+        let mut map = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+        // Another caller may have reconnected meanwhile: keep one connection.
+        match map.get(addr).filter(|c| !c.is_closed()) {
+            Some(existing) => Ok(existing.clone()),
+            None => {
+                map.insert(addr.to_owned(), fresh.clone());
+                Ok(fresh)
+            }
         }
     }
 }

@@ -45,6 +45,20 @@ pub enum ClientError {
     /// Encoding or decoding a log batch failed.
     #[error("log batch: {0}")]
     Format(String),
+    /// A client option had a value the client cannot use.
+    #[error("invalid value {value:?} for option {key}: expected {expected}")]
+    Config {
+        /// The option's name (Fluss's, e.g. `client.writer.batch-size`).
+        key: &'static str,
+        /// The value given.
+        value: String,
+        /// What the option accepts.
+        expected: &'static str,
+    },
+    /// The writer was closed, or its background tasks stopped, before the
+    /// operation could complete.
+    #[error("writer closed: {0}")]
+    WriterClosed(&'static str),
 }
 
 impl ClientError {
@@ -56,12 +70,98 @@ impl ClientError {
         }
     }
 
+    /// Whether retrying the same request may succeed (Fluss's
+    /// `RetriableException` family: network and metadata errors, storage
+    /// and replica pressure, timeouts).
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            ClientError::Io { .. } | ClientError::ConnectionClosed { .. } => true,
+            ClientError::Server { error, .. } => is_retriable_code(error.code()),
+            _ => false,
+        }
+    }
+
+    /// Whether the error says the client's view of the cluster (leaders,
+    /// connections) is stale and metadata must be refreshed before a retry.
+    pub fn needs_metadata_refresh(&self) -> bool {
+        match self {
+            ClientError::Io { .. } | ClientError::ConnectionClosed { .. } => true,
+            ClientError::Server { error, .. } => needs_refresh_code(error.code()),
+            _ => false,
+        }
+    }
+
+    /// A copy of this error for a second receiver (the first failure of a
+    /// writer is reported both to the batch's completion and to `flush`).
+    /// Built only when an error happens.
+    pub fn duplicate(&self) -> ClientError {
+        match self {
+            ClientError::Io { addr, source } => ClientError::Io {
+                addr: addr.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            ClientError::ConnectionClosed { addr, api } => ClientError::ConnectionClosed {
+                addr: addr.clone(),
+                api,
+            },
+            ClientError::Server { api, error } => ClientError::Server {
+                api,
+                error: error.clone(),
+            },
+            ClientError::Protocol { api, message } => ClientError::Protocol {
+                api,
+                message: message.clone(),
+            },
+            ClientError::Invalid(m) => ClientError::Invalid(m.clone()),
+            ClientError::Format(m) => ClientError::Format(m.clone()),
+            ClientError::Config {
+                key,
+                value,
+                expected,
+            } => ClientError::Config {
+                key,
+                value: value.clone(),
+                expected,
+            },
+            ClientError::WriterClosed(why) => ClientError::WriterClosed(why),
+        }
+    }
+
     pub(crate) fn server(api: ApiKey, error: ApiError) -> Self {
         ClientError::Server {
             api: api.name(),
             error,
         }
     }
+}
+
+/// Fluss error codes whose exception extends `RetriableException`.
+fn is_retriable_code(code: ErrorCode) -> bool {
+    needs_refresh_code(code)
+        || matches!(
+            code,
+            ErrorCode::CorruptMessage
+                | ErrorCode::CorruptRecordException
+                | ErrorCode::DiskWriteLocked
+                | ErrorCode::HistoricalPartitionThrottled
+                | ErrorCode::NotEnoughReplicasAfterAppendException
+                | ErrorCode::NotEnoughReplicasException
+                | ErrorCode::SchemaNotExist
+                | ErrorCode::StorageBackpressureException
+                | ErrorCode::StorageException
+                | ErrorCode::RequestTimeOut
+        )
+}
+
+/// Fluss error codes whose exception extends `InvalidMetadataException`.
+fn needs_refresh_code(code: ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::NetworkException
+            | ErrorCode::NotLeaderOrFollower
+            | ErrorCode::UnknownTableOrBucketException
+            | ErrorCode::LeaderNotAvailableException
+    )
 }
 
 /// The client's result type.

@@ -15,6 +15,7 @@
 
 pub mod admin;
 pub mod bucket;
+pub mod client;
 pub mod connection;
 pub mod error;
 pub mod metadata;
@@ -24,9 +25,10 @@ pub mod scanner;
 pub mod writer;
 
 pub use admin::{Admin, OffsetSpec, TableInfo, TablePath};
+pub use client::FlussClient;
 pub use connection::ServerConnection;
 pub use error::{ClientError, Result};
 pub use metadata::TableRoute;
 pub use partition::{PartitionLookup, PartitionRouter, PartitionView};
 pub use scanner::{LogScanner, ScanBatch, ScannerConfig};
-pub use writer::{AppendWriter, BatchAck, WriterConfig};
+pub use writer::{AppendWriter, BatchAck, BatchCompletion, WriterConfig, WriterStats};

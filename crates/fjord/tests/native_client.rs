@@ -1,7 +1,7 @@
-//! Fjord's native client against a real `fjord server`: an Arrow batch
-//! written with `AppendWriter` is read back unchanged by `LogScanner`, per
-//! bucket, from a middle offset, and with a projection pushed to the server;
-//! offsets and errors are what a Fluss user expects.
+//! Fjord's native client against a real `fjord server`: Arrow batches
+//! written with `AppendWriter::append_batch` are read back unchanged by
+//! `LogScanner`, per bucket, from a middle offset, and with a projection
+//! pushed to the server; offsets and errors are what a Fluss user expects.
 
 mod support;
 
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use arrow::array::{Array, Int64Array, StringArray};
 use fjord_client::{
-    Admin, AppendWriter, LogScanner, OffsetSpec, ScanBatch, ScannerConfig, ServerConnection,
+    Admin, FlussClient, LogScanner, OffsetSpec, ScanBatch, ScannerConfig, ServerConnection,
     TablePath, TableRoute, WriterConfig,
 };
 use fjord_format::fixtures::{user_behavior_batch, user_behavior_schema};
@@ -70,22 +70,33 @@ async fn native_writer_and_scanner_round_trip_with_projection_and_offsets() {
         .await
         .expect("route");
 
-    // Four batches, round-robin: buckets 0, 1, 0, 1.
+    // Four batches, round-robin: buckets a, b, a, b.
     let batches: Vec<_> = (0..4)
         .map(|seed| user_behavior_batch(1000 + seed as usize, seed))
         .collect();
-    let mut writer =
-        AppendWriter::new(table.clone(), route.clone(), WriterConfig::default()).expect("writer");
+    let client = FlussClient::connect(std::slice::from_ref(&addr))
+        .await
+        .expect("client");
+    let config =
+        WriterConfig::from_options([("client.writer.bucket.no-key-assigner", "ROUND_ROBIN")])
+            .expect("writer options");
+    let mut writer = client.append_writer(&path, config).await.expect("writer");
+    let mut completions = Vec::new();
     for batch in &batches {
-        writer.append(batch).await.expect("append");
+        completions.push(writer.append_batch(batch.clone()).await.expect("append"));
     }
-    let acks = writer.flush().await.expect("flush");
-    let mut acked: Vec<(i32, i64)> = acks.iter().map(|a| (a.bucket, a.base_offset)).collect();
-    acked.sort();
-    assert_eq!(acked, vec![(0, 0), (0, 1000), (1, 0), (1, 1001)]);
+    writer.flush().await.expect("flush");
+    let mut acks = Vec::new();
+    for completion in completions {
+        acks.push(completion.await.expect("batch acknowledged"));
+    }
+    let (a, b) = (acks[0].bucket, acks[1].bucket);
+    let acked: Vec<(i32, i64)> = acks.iter().map(|a| (a.bucket, a.base_offset)).collect();
+    assert_ne!(a, b);
+    assert_eq!(acked, vec![(a, 0), (b, 0), (a, 1000), (b, 1001)]);
 
     let ends = admin
-        .list_offsets(&table, &[0, 1], OffsetSpec::Latest)
+        .list_offsets(&table, &[a, b], OffsetSpec::Latest)
         .await
         .expect("latest");
     assert_eq!(ends, vec![1000 + 1002, 1001 + 1003]);
@@ -95,10 +106,10 @@ async fn native_writer_and_scanner_round_trip_with_projection_and_offsets() {
         .expect("earliest");
     assert_eq!(starts, vec![0, 0]);
 
-    // Bucket 0 holds batches 0 and 2, in order, byte for byte the same values.
+    // Bucket a holds batches 0 and 2, in order, byte for byte the same values.
     let mut scanner =
         LogScanner::new(table.clone(), route.clone(), ScannerConfig::default()).expect("scanner");
-    scanner.subscribe(0, 0).expect("subscribe");
+    scanner.subscribe(a, 0).expect("subscribe");
     let read = scan_rows(&mut scanner, 1000 + 1002).await;
     let columns: Vec<_> = read.iter().map(|b| b.records.clone()).collect();
     let all = arrow::compute::concat_batches(batches[0].schema_ref(), &columns).expect("concat");
@@ -108,12 +119,12 @@ async fn native_writer_and_scanner_round_trip_with_projection_and_offsets() {
     )
     .expect("concat");
     assert_eq!(all, expected);
-    assert_eq!(scanner.positions().get(&0), Some(&2002));
+    assert_eq!(scanner.positions().get(&a), Some(&2002));
 
     // From the middle of a batch: the scanner skips the records before the offset.
     let mut middle =
         LogScanner::new(table.clone(), route.clone(), ScannerConfig::default()).expect("scanner");
-    middle.subscribe(1, 500).expect("subscribe");
+    middle.subscribe(b, 500).expect("subscribe");
     let read = scan_rows(&mut middle, 1003 + 501).await;
     assert_eq!(read[0].base_offset, 500);
     let first_user = read[0]
@@ -141,7 +152,7 @@ async fn native_writer_and_scanner_round_trip_with_projection_and_offsets() {
         },
     )
     .expect("scanner");
-    projected.subscribe(1, 0).expect("subscribe");
+    projected.subscribe(b, 0).expect("subscribe");
     let read = scan_rows(&mut projected, 1001 + 1003).await;
     let schema = read[0].records.schema();
     let names: Vec<_> = schema.fields().iter().map(|f| f.name().as_str()).collect();
@@ -175,7 +186,7 @@ async fn native_writer_and_scanner_round_trip_with_projection_and_offsets() {
             .await
             .expect("route"),
         ScannerConfig {
-            projection: Some(vec![3, 0]),
+            projection: Some(vec![3, 3]),
             ..ScannerConfig::default()
         }
     )

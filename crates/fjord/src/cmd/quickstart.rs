@@ -10,10 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
-use fjord_client::{
-    Admin, AppendWriter, LogScanner, OffsetSpec, ScannerConfig, ServerConnection, TablePath,
-    TableRoute, WriterConfig,
-};
+use fjord_client::{FlussClient, LogScanner, OffsetSpec, ScannerConfig, TablePath, WriterConfig};
 use fjord_format::fixtures::{user_behavior_batch, user_behavior_schema};
 use fjord_format::schema::{
     DatabaseDescriptor, TableDescriptor, TableDistribution, TABLE_LOG_ARROW_COMPRESSION_TYPE,
@@ -59,8 +56,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 async fn write_and_read(addr: &str, args: &Args) -> anyhow::Result<()> {
-    let connection = ServerConnection::connect(addr).await?;
-    let admin = Admin::new(connection.clone());
+    let client = FlussClient::connect(&[addr.to_owned()]).await?;
+    let admin = client.admin();
     let path = TablePath::new("quickstart", "user_behavior");
     admin
         .create_database(&path.database, &DatabaseDescriptor::default(), true)
@@ -82,14 +79,14 @@ async fn write_and_read(addr: &str, args: &Args) -> anyhow::Result<()> {
         Default::default(),
     )?;
     admin.create_table(&path, &descriptor, false).await?;
-    let table = admin.table_info(&path).await?;
+    let table = client.table_info(&path).await?;
     println!(
         "created log table {path} (table id {}, {} buckets, {} compression)",
         table.table_id,
         table.bucket_count(),
         args.compression
     );
-    let route = TableRoute::resolve(&connection, &table).await?;
+    let route = client.table_route(&table).await?;
 
     // Generate first so that the timing below is the writer's and the server's.
     let mut batches = Vec::new();
@@ -105,13 +102,18 @@ async fn write_and_read(addr: &str, args: &Args) -> anyhow::Result<()> {
         seed += 1;
     }
 
-    let mut writer = AppendWriter::new(table.clone(), route.clone(), WriterConfig::default())?;
+    let mut writer = client.append_writer(&path, WriterConfig::default()).await?;
     let cpu_start = process_cpu();
     let start = Instant::now();
-    for batch in &batches {
-        writer.append(batch).await?;
+    let mut completions = Vec::with_capacity(batches.len());
+    for batch in batches {
+        completions.push(writer.append_batch(batch).await?);
     }
-    let acks = writer.flush().await?;
+    writer.flush().await?;
+    let mut acks = Vec::with_capacity(completions.len());
+    for completion in completions {
+        acks.push(completion.await?);
+    }
     let write_elapsed = start.elapsed();
     let write_cpu = process_cpu() - cpu_start;
     println!(

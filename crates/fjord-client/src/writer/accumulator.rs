@@ -1,0 +1,386 @@
+//! The row path: per-bucket Arrow column builders that rows are appended
+//! straight into, and the rules that seal a bucket's batch (size, age,
+//! memory pressure, flush).
+//!
+//! The accumulator lives behind one `std::sync::Mutex` shared by the
+//! caller's [`super::AppendWriter`] and the linger task, because the batch
+//! timeout must fire while the caller is idle. That is one uncontended lock
+//! per row (two atomic operations; the linger task takes it once per
+//! `batch-timeout`), chosen over anything per value; see the writer's
+//! module doc for the measured cost. Nothing here allocates per row: the
+//! builders are created once per bucket and reused after every seal.
+
+use std::collections::HashMap;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use tokio::sync::oneshot;
+
+use crate::bucket::BucketAssigner;
+use crate::error::{ClientError, Result};
+use crate::row::{InternalRow, RowBatchBuilder};
+use crate::writer::memory::MemoryPool;
+use crate::writer::BatchAck;
+
+/// A bucket of a table: `(partition id, bucket id)`; the partition is `None`
+/// for a non-partitioned table.
+pub(crate) type BucketKey = (Option<i64>, i32);
+
+/// Largest step in which an open batch reserves buffer memory (Fluss's
+/// `client.writer.buffer.page-size` default). Reserving per step, not per
+/// row, keeps the semaphore off the row path.
+pub(crate) const RESERVE_CHUNK_BYTES: usize = 128 * 1024;
+
+/// Smallest step, so a writer with a tiny batch size does not reserve per row.
+const RESERVE_CHUNK_MIN_BYTES: usize = 4 * 1024;
+
+/// Largest uncompressed batch, whatever the compression ratio suggests:
+/// bounds the memory one bucket's builder holds and the encode time of one
+/// batch.
+pub(crate) const MAX_UNCOMPRESSED_BATCH_BYTES: usize = 64 << 20;
+
+/// Compression ratio assumed before the first batch is encoded (1.0: a batch
+/// is sealed at `batch-size` uncompressed bytes, the safe side).
+pub(crate) const INITIAL_COMPRESSION_RATIO: f32 = 1.0;
+
+/// Lowest compression ratio used to size batches: stops a freak batch of
+/// constant values from making the next batches huge.
+const MIN_COMPRESSION_RATIO: f32 = 0.05;
+
+/// A sealed batch on its way to the encoder.
+pub(crate) struct SealedBatch {
+    /// Where it goes.
+    pub key: BucketKey,
+    /// Its rows.
+    pub batch: RecordBatch,
+    /// Uncompressed estimate the seal decision used (0 for a RecordBatch
+    /// appended whole); the encoder learns the compression ratio from it.
+    pub estimated_bytes: usize,
+    /// Buffer memory it holds until acknowledged.
+    pub reserved_bytes: usize,
+    /// The caller's completion for a RecordBatch appended whole.
+    pub completion: Option<oneshot::Sender<Result<BatchAck>>>,
+}
+
+/// One bucket's open batch.
+struct Slot {
+    builder: RowBatchBuilder,
+    opened_at: Instant,
+    /// Memory reserved for the rows in `builder`.
+    reserved_bytes: usize,
+    /// Seal when `estimated_bytes` reaches this (batch-size / ratio).
+    seal_at_bytes: usize,
+    /// Reservation step of this batch.
+    chunk_bytes: usize,
+    /// Memory the batch's rows use beyond `reserved_bytes`, which the
+    /// writer is waiting to reserve; the linger task leaves such a batch
+    /// open (the writer settles it, then keeps filling it).
+    debt_bytes: usize,
+}
+
+impl Slot {
+    fn new(schema: &SchemaRef) -> Result<Self> {
+        Ok(Self {
+            builder: RowBatchBuilder::new(schema.clone())?,
+            opened_at: Instant::now(),
+            reserved_bytes: 0,
+            seal_at_bytes: 0,
+            chunk_bytes: RESERVE_CHUNK_BYTES,
+            debt_bytes: 0,
+        })
+    }
+}
+
+/// What appending one row led to.
+pub(crate) enum RowOutcome {
+    /// The row is in a builder, within reserved memory.
+    Buffered,
+    /// The row is in its batch, but the memory pool is exhausted: the
+    /// caller must reserve `need_bytes` (waiting for acknowledgements), then
+    /// [`Accumulator::settle`] them to the batch at `key`.
+    Deficit {
+        /// The bucket whose batch is short of memory.
+        key: BucketKey,
+        /// Memory it needs.
+        need_bytes: usize,
+    },
+}
+
+/// Per-bucket builders of one writer, and the seal rules.
+pub(crate) struct Accumulator {
+    schema: SchemaRef,
+    assigner: BucketAssigner,
+    bucket_count: i32,
+    batch_size_bytes: usize,
+    batch_timeout: Duration,
+    /// Non-partitioned table: one slot per bucket, created on first use.
+    plain: Vec<Option<Slot>>,
+    /// Partitioned table: the slots of each partition seen.
+    partitions: HashMap<i64, Vec<Option<Slot>>>,
+    /// Slots with rows; lets the linger task and flush skip empty buckets.
+    open: Vec<BucketKey>,
+    encode_tx: Option<mpsc::Sender<SealedBatch>>,
+    /// Batches handed on (or held by a deficit) so far; flush waits until
+    /// this many are completed.
+    sealed_count: u64,
+}
+
+impl Accumulator {
+    pub(crate) fn new(
+        schema: SchemaRef,
+        assigner: BucketAssigner,
+        bucket_count: i32,
+        batch_size_bytes: usize,
+        batch_timeout: Duration,
+        encode_tx: mpsc::Sender<SealedBatch>,
+    ) -> Self {
+        Self {
+            schema,
+            assigner,
+            bucket_count,
+            batch_size_bytes,
+            batch_timeout,
+            plain: (0..bucket_count).map(|_| None).collect(),
+            partitions: HashMap::new(),
+            open: Vec::new(),
+            encode_tx: Some(encode_tx),
+            sealed_count: 0,
+        }
+    }
+
+    /// Batches sealed so far.
+    pub(crate) fn sealed_count(&self) -> u64 {
+        self.sealed_count
+    }
+
+    fn slots(&mut self, partition: Option<i64>) -> &mut Vec<Option<Slot>> {
+        match partition {
+            None => &mut self.plain,
+            Some(id) => {
+                let count = self.bucket_count;
+                self.partitions
+                    .entry(id)
+                    .or_insert_with(|| (0..count).map(|_| None).collect())
+            }
+        }
+    }
+
+    fn slot(&mut self, key: BucketKey) -> Result<&mut Slot> {
+        let schema = self.schema.clone();
+        let index = usize::try_from(key.1)
+            .ok()
+            .filter(|&b| b < self.bucket_count as usize)
+            .ok_or_else(|| {
+                ClientError::Invalid(format!(
+                    "bucket {} out of range: the table has {} buckets",
+                    key.1, self.bucket_count
+                ))
+            })?;
+        let entry = &mut self.slots(key.0)[index];
+        if entry.is_none() {
+            *entry = Some(Slot::new(&schema)?);
+        }
+        Ok(entry.as_mut().expect("slot was just created"))
+    }
+
+    /// Appends `row` to its bucket's builder (bucket from the assigner) in
+    /// `partition`; seals the batch when it reaches the batch size.
+    pub(crate) fn append_row<R: InternalRow + ?Sized>(
+        &mut self,
+        partition: Option<i64>,
+        row: &R,
+        pool: &MemoryPool,
+        ratio: f32,
+    ) -> Result<RowOutcome> {
+        let bucket = self.assigner.assign(row)?;
+        let key = (partition, bucket);
+        let batch_size = self.batch_size_bytes;
+        let slot = self.slot(key)?;
+        let was_empty = slot.builder.is_empty();
+        slot.builder.append(row)?;
+        if was_empty {
+            // Once per batch: its age and size rules.
+            slot.opened_at = Instant::now();
+            slot.seal_at_bytes = seal_threshold(batch_size, ratio, pool.total_bytes());
+            slot.chunk_bytes =
+                (slot.seal_at_bytes / 4).clamp(RESERVE_CHUNK_MIN_BYTES, RESERVE_CHUNK_BYTES);
+        }
+        let bytes = slot.builder.estimated_bytes();
+        let seal_at = slot.seal_at_bytes;
+        if bytes > slot.reserved_bytes {
+            let need = (bytes - slot.reserved_bytes).max(slot.chunk_bytes);
+            if pool.try_reserve(need) {
+                slot.reserved_bytes += need;
+            } else {
+                // Memory is exhausted: the batch stays open, in debt, while
+                // the caller waits for memory; every other open batch is
+                // sealed so acknowledgements free memory soon.
+                slot.debt_bytes = need;
+                if was_empty {
+                    self.open.push(key);
+                }
+                let others: Vec<BucketKey> =
+                    self.open.iter().copied().filter(|k| *k != key).collect();
+                for other in others {
+                    self.seal(other)?;
+                }
+                return Ok(RowOutcome::Deficit {
+                    key,
+                    need_bytes: need,
+                });
+            }
+        }
+        if was_empty {
+            self.open.push(key);
+        }
+        if bytes >= seal_at {
+            self.seal(key)?;
+        }
+        Ok(RowOutcome::Buffered)
+    }
+
+    /// Credits `bytes`, reserved by the caller after a
+    /// [`RowOutcome::Deficit`], to `key`'s batch; seals it if full.
+    pub(crate) fn settle(&mut self, key: BucketKey, bytes: usize, pool: &MemoryPool) -> Result<()> {
+        let slot = self.slot(key)?;
+        if slot.builder.is_empty() {
+            // Sealed meanwhile (only on close): nothing to credit.
+            pool.release(bytes);
+            return Ok(());
+        }
+        slot.reserved_bytes += bytes;
+        slot.debt_bytes = 0;
+        if slot.builder.estimated_bytes() >= slot.seal_at_bytes {
+            self.seal(key)?;
+        }
+        Ok(())
+    }
+
+    /// Seals `key`'s open batch, if any, and hands it to the encoder.
+    pub(crate) fn seal(&mut self, key: BucketKey) -> Result<()> {
+        if let Some(batch) = self.take(key)? {
+            self.send(batch)?;
+        }
+        Ok(())
+    }
+
+    /// Takes `key`'s open batch out of its builder (counted as sealed).
+    fn take(&mut self, key: BucketKey) -> Result<Option<SealedBatch>> {
+        let slot = self.slot(key)?;
+        if slot.builder.is_empty() {
+            return Ok(None);
+        }
+        let estimated_bytes = slot.builder.estimated_bytes();
+        let batch = slot.builder.finish()?;
+        let reserved_bytes = std::mem::take(&mut slot.reserved_bytes);
+        slot.debt_bytes = 0;
+        if let Some(at) = self.open.iter().position(|k| *k == key) {
+            self.open.swap_remove(at);
+        }
+        self.assigner.on_batch_sealed(key.1);
+        self.sealed_count += 1;
+        Ok(Some(SealedBatch {
+            key,
+            batch,
+            estimated_bytes,
+            reserved_bytes,
+            completion: None,
+        }))
+    }
+
+    /// Hands a sealed batch to the encoder thread.
+    pub(crate) fn send(&mut self, batch: SealedBatch) -> Result<()> {
+        let tx = self
+            .encode_tx
+            .as_ref()
+            .ok_or(ClientError::WriterClosed("the writer was closed"))?;
+        tx.send(batch)
+            .map_err(|_| ClientError::WriterClosed("the encoder thread stopped"))
+    }
+
+    /// Counts and sends a batch sealed outside the builders (a RecordBatch
+    /// appended whole), after sealing the bucket's open rows so the bucket's
+    /// order is kept.
+    pub(crate) fn send_whole(&mut self, batch: SealedBatch) -> Result<()> {
+        self.seal(batch.key)?;
+        self.sealed_count += 1;
+        self.send(batch)
+    }
+
+    /// Seals every open batch (flush, memory exhaustion, close).
+    pub(crate) fn seal_all(&mut self) -> Result<()> {
+        while let Some(&key) = self.open.last() {
+            self.seal(key)?;
+        }
+        Ok(())
+    }
+
+    /// Seals batches older than the batch timeout; returns when the next
+    /// open batch expires (`None` when none is open).
+    pub(crate) fn seal_expired(&mut self, now: Instant) -> Result<Option<Instant>> {
+        let mut next: Option<Instant> = None;
+        let timeout = self.batch_timeout;
+        let mut i = 0;
+        while i < self.open.len() {
+            let key = self.open[i];
+            let slot = self.slot(key)?;
+            let deadline = slot.opened_at + timeout;
+            if deadline <= now && slot.debt_bytes == 0 {
+                // `seal` swap-removes `open[i]`; look at index i again.
+                self.seal(key)?;
+            } else {
+                next = Some(next.map_or(deadline, |n| n.min(deadline)));
+                i += 1;
+            }
+        }
+        Ok(next)
+    }
+
+    /// Assigns a bucket to a whole RecordBatch (sticky, round-robin, or the
+    /// bucket of its first row for a hash-distributed table).
+    pub(crate) fn assigner(&mut self) -> &mut BucketAssigner {
+        &mut self.assigner
+    }
+
+    /// Stops accepting batches: the encoder thread ends once it has
+    /// encoded what it was given.
+    pub(crate) fn close(&mut self) {
+        self.encode_tx = None;
+    }
+}
+
+/// Uncompressed bytes at which a batch is sealed so that its compressed size
+/// is about `batch_size`: `batch_size / ratio`, within sane bounds (at most
+/// a quarter of the buffer memory, so several buckets can fill at once).
+pub(crate) fn seal_threshold(batch_size: usize, ratio: f32, pool_bytes: usize) -> usize {
+    let ratio = if ratio.is_finite() {
+        ratio.clamp(MIN_COMPRESSION_RATIO, 1.0)
+    } else {
+        1.0
+    };
+    let bytes = (batch_size as f64 / f64::from(ratio)).round() as usize;
+    bytes
+        .min(MAX_UNCOMPRESSED_BATCH_BYTES)
+        .min((pool_bytes / 4).max(1))
+        .max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seal_threshold_scales_by_ratio_within_bounds() {
+        assert_eq!(seal_threshold(1000, 1.0, 1 << 30), 1000);
+        assert_eq!(seal_threshold(1000, 0.5, 1 << 30), 2000);
+        assert_eq!(seal_threshold(1000, 0.0001, 1 << 30), 20_000);
+        assert_eq!(seal_threshold(1000, f32::NAN, 1 << 30), 1000);
+        assert_eq!(
+            seal_threshold(1 << 30, 1.0, 1 << 40),
+            MAX_UNCOMPRESSED_BATCH_BYTES
+        );
+        assert_eq!(seal_threshold(1 << 20, 1.0, 1 << 20), 1 << 18);
+    }
+}

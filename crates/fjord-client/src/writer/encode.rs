@@ -1,0 +1,143 @@
+//! The encoder thread: turns sealed Arrow batches into Fluss log batches
+//! (ARROW format with the table's body compression; header and CRC-32C
+//! written in place in front of the body, no copy of it), stamps writer id
+//! and batch sequence, learns the compression ratio, and hands the bytes to
+//! the sender task.
+//!
+//! It is a plain thread, not a tokio task, so compression (the dominant
+//! cost with ZSTD) runs on the second core while the caller appends rows,
+//! whatever runtime the caller uses.
+
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+
+use bytes::Bytes;
+use fjord_format::arrow_log::ArrowLogEncoder;
+use fjord_format::log_batch::BatchHeader;
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::error::ClientError;
+use crate::writer::accumulator::{BucketKey, SealedBatch};
+use crate::writer::idempotence::Sequences;
+use crate::writer::Shared;
+
+/// Output headroom reserved beyond the compressed estimate, so the
+/// encoder's buffer rarely grows while encoding.
+const ENCODE_HEADROOM_BYTES: usize = 4096;
+
+/// An encoded batch on its way to (or in) the sender.
+pub(crate) struct EncodedBatch {
+    /// Where it goes.
+    pub key: BucketKey,
+    /// The complete log batch.
+    pub bytes: Bytes,
+    /// Rows in it.
+    pub records: i32,
+    /// Its batch sequence (`NO_BATCH_SEQUENCE` without idempotence).
+    pub sequence: i32,
+    /// Buffer memory held until acknowledged.
+    pub reserved_bytes: usize,
+    /// Sends so far.
+    pub attempts: i32,
+    /// Whether, at the last send, an earlier batch of the bucket was not
+    /// yet acknowledged (explains an OUT_OF_ORDER_SEQUENCE answer).
+    pub sent_before_predecessor_acked: bool,
+    /// The caller's completion for a RecordBatch appended whole.
+    pub completion: Option<tokio::sync::oneshot::Sender<crate::error::Result<super::BatchAck>>>,
+}
+
+/// Starts the encoder thread; it ends when `rx` closes (the writer closed)
+/// after encoding everything it was given.
+pub(crate) fn spawn(
+    mut encoder: ArrowLogEncoder,
+    schema_id: i16,
+    mut sequences: Sequences,
+    rx: mpsc::Receiver<SealedBatch>,
+    tx: UnboundedSender<EncodedBatch>,
+    shared: Arc<Shared>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("fjord-writer-encode".to_owned())
+        .spawn(move || {
+            for sealed in rx {
+                encode_one(
+                    &mut encoder,
+                    schema_id,
+                    &mut sequences,
+                    sealed,
+                    &tx,
+                    &shared,
+                );
+            }
+        })
+}
+
+fn encode_one(
+    encoder: &mut ArrowLogEncoder,
+    schema_id: i16,
+    sequences: &mut Sequences,
+    sealed: SealedBatch,
+    tx: &UnboundedSender<EncodedBatch>,
+    shared: &Shared,
+) {
+    let SealedBatch {
+        key,
+        batch,
+        estimated_bytes,
+        mut reserved_bytes,
+        completion,
+    } = sealed;
+    let records = batch.num_rows() as i32;
+    let mut header = BatchHeader::append_only(schema_id, records);
+    header.writer_id = sequences.writer_id();
+    let ratio = shared.ratio();
+    let uncompressed = if estimated_bytes > 0 {
+        estimated_bytes
+    } else {
+        batch.get_array_memory_size()
+    };
+    let mut out = Vec::with_capacity(
+        (uncompressed as f64 * f64::from(ratio)) as usize + ENCODE_HEADROOM_BYTES,
+    );
+    // The sequence is taken only for a batch that encodes: a failed encode
+    // must not leave a gap the server would refuse.
+    header.batch_sequence = sequences.peek(key);
+    if let Err(e) = encoder.encode(&batch, &header, None, &mut out) {
+        let error = ClientError::Format(format!("encoding a batch for bucket {}: {e}", key.1));
+        shared.complete(Err(error), completion, reserved_bytes, 0);
+        return;
+    }
+    let sequence = sequences.take(key);
+    drop(batch);
+    if estimated_bytes > 0 {
+        shared.learn_ratio(out.len() as f32 / estimated_bytes as f32);
+    }
+    // The Arrow batch is gone; the buffer now holds only the encoded bytes.
+    if out.len() < reserved_bytes {
+        shared.pool.release(reserved_bytes - out.len());
+        reserved_bytes = out.len();
+    }
+    shared
+        .stats
+        .encoded_bytes
+        .fetch_add(out.len() as u64, Ordering::Relaxed);
+    let encoded = EncodedBatch {
+        key,
+        bytes: Bytes::from(out),
+        records,
+        sequence,
+        reserved_bytes,
+        attempts: 0,
+        sent_before_predecessor_acked: false,
+        completion,
+    };
+    if let Err(returned) = tx.send(encoded) {
+        let batch = returned.0;
+        shared.complete(
+            Err(ClientError::WriterClosed("the sender task stopped")),
+            batch.completion,
+            batch.reserved_bytes,
+            0,
+        );
+    }
+}

@@ -1,0 +1,560 @@
+//! The append writer for log tables: rows (typed, no boxing) or Arrow
+//! `RecordBatch`es in, Fluss log batches out.
+//!
+//! The pipeline, one stage per file:
+//! - [`accumulator`]: rows go straight into their bucket's Arrow column
+//!   builders (bucket from the [`crate::bucket::BucketAssigner`], partition
+//!   from the [`crate::partition::PartitionRouter`]); a batch is sealed when
+//!   its estimated compressed size reaches `client.writer.batch-size`, when
+//!   it is older than `client.writer.batch-timeout` (a linger task does this
+//!   while the caller is idle), on memory pressure, or on flush.
+//! - [`encode`]: a thread encodes sealed batches (Arrow IPC with the table's
+//!   compression, header and CRC-32C in place), stamping writer id and batch
+//!   sequence ([`idempotence`]); compression runs beside the caller.
+//! - [`sender`]: a task groups encoded batches per leader into ProduceLog
+//!   requests, bounds in-flight batches per bucket, retries with back-off,
+//!   refreshes metadata when an error calls for it, and completes one
+//!   future per batch (never per record).
+//! - [`memory`]: `client.writer.buffer.memory-size` bounds the bytes of open
+//!   and unacknowledged batches; `append` waits instead of growing.
+//!
+//! Per-row cost: the row path takes one uncontended `std::sync::Mutex` (the
+//! accumulator is shared with the linger task, which needs it to seal idle
+//! batches), one bucket assignment, one builder append and two integer
+//! compares. Everything per table (Arrow schema, builders, encoder,
+//! assigner, options) is built once in [`crate::FlussClient::append_writer`].
+
+pub mod accumulator;
+pub mod config;
+pub mod encode;
+pub mod idempotence;
+pub mod memory;
+pub mod sender;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use fjord_format::arrow_log::{ArrowCompression, ArrowLogEncoder};
+use fjord_format::arrow_schema::to_arrow_schema;
+use tokio::sync::{oneshot, Notify};
+
+use crate::admin::TableInfo;
+use crate::bucket::{BatchBuckets, BucketAssigner};
+use crate::client::FlussClient;
+use crate::error::{ClientError, Result};
+use crate::partition::{PartitionLookup, PartitionRouter, PartitionView};
+use crate::row::InternalRow;
+use accumulator::{Accumulator, RowOutcome, SealedBatch, INITIAL_COMPRESSION_RATIO};
+use memory::MemoryPool;
+
+pub use config::WriterConfig;
+
+/// Where one batch landed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchAck {
+    /// The partition it went to (`None` for a non-partitioned table).
+    pub partition_id: Option<i64>,
+    /// The bucket it went to.
+    pub bucket: i32,
+    /// Offset of its first record (-1 when the server did not say, e.g. a
+    /// retried batch the server had already appended).
+    pub base_offset: i64,
+    /// Rows in it.
+    pub records: i32,
+}
+
+/// Completion of one appended `RecordBatch`: resolves once the server
+/// acknowledged it (per `client.writer.acks`) or it failed for good.
+/// Dropping it does not cancel the write.
+pub struct BatchCompletion {
+    parts: Vec<oneshot::Receiver<Result<BatchAck>>>,
+    records: i32,
+    first: Option<BatchAck>,
+}
+
+impl Future for BatchCompletion {
+    /// The acknowledgement; for a batch split across buckets (hash-bucketed
+    /// tables) the first part's partition, bucket and offset with the total
+    /// row count.
+    type Output = Result<BatchAck>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        while let Some(part) = this.parts.last_mut() {
+            match Pin::new(part).poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(_)) => {
+                    return Poll::Ready(Err(ClientError::WriterClosed(
+                        "the writer stopped before the batch completed",
+                    )))
+                }
+                Poll::Ready(Ok(Err(e))) => return Poll::Ready(Err(e)),
+                Poll::Ready(Ok(Ok(ack))) => {
+                    this.parts.pop();
+                    // Parts are popped last to first: the last one popped is the first part.
+                    this.first = Some(ack);
+                }
+            }
+        }
+        let mut ack = this.first.unwrap_or(BatchAck {
+            partition_id: None,
+            bucket: -1,
+            base_offset: -1,
+            records: 0,
+        });
+        ack.records = this.records;
+        Poll::Ready(Ok(ack))
+    }
+}
+
+/// What a writer has done so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriterStats {
+    /// Batches acknowledged.
+    pub batches: u64,
+    /// Encoded bytes acknowledged.
+    pub bytes: u64,
+    /// Resends after retriable errors.
+    pub retries: u64,
+    /// Buffer memory reserved now (open batches + unacknowledged batches).
+    pub buffered_bytes: u64,
+    /// Most buffer memory ever reserved at once; never above
+    /// `client.writer.buffer.memory-size`.
+    pub max_buffered_bytes: u64,
+    /// Times `append` had to wait for buffer memory (back-pressure).
+    pub memory_waits: u64,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub batches: AtomicU64,
+    pub bytes: AtomicU64,
+    pub retries: AtomicU64,
+    pub encoded_bytes: AtomicU64,
+}
+
+/// State shared by the writer, the linger task, the encoder thread and the
+/// sender task. The row path touches only `acc` (its lock) and `failed`.
+pub(crate) struct Shared {
+    acc: Mutex<Accumulator>,
+    pub(crate) pool: MemoryPool,
+    ratio_bits: AtomicU32,
+    done: AtomicU64,
+    done_notify: Notify,
+    failed: AtomicBool,
+    first_error: Mutex<Option<ClientError>>,
+    pub(crate) stats: Counters,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Accumulator> {
+        self.acc.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The compression ratio (encoded / uncompressed) learned so far.
+    pub(crate) fn ratio(&self) -> f32 {
+        f32::from_bits(self.ratio_bits.load(Ordering::Relaxed))
+    }
+
+    /// Learns from one encoded batch, as Fluss's `ArrowWriter` does: a
+    /// worse ratio is taken at once (batches must not overshoot), a better
+    /// one only gradually.
+    pub(crate) fn learn_ratio(&self, observed: f32) {
+        if !observed.is_finite() || observed <= 0.0 {
+            return;
+        }
+        let current = self.ratio();
+        let next = if observed > current {
+            observed
+        } else {
+            current - (current - observed) * 0.05
+        };
+        self.ratio_bits.store(next.to_bits(), Ordering::Relaxed);
+    }
+
+    /// Completes one batch: gives its memory back, reports the outcome to
+    /// its completion (if any) and, for a failure, to the next `flush`.
+    pub(crate) fn complete(
+        &self,
+        result: Result<BatchAck>,
+        completion: Option<oneshot::Sender<Result<BatchAck>>>,
+        reserved_bytes: usize,
+        _records: i32,
+    ) {
+        self.pool.release(reserved_bytes);
+        let result = match result {
+            Ok(ack) => Ok(ack),
+            Err(e) => {
+                let mut first = self.first_error.lock().unwrap_or_else(|p| p.into_inner());
+                if first.is_none() {
+                    *first = Some(e.duplicate());
+                }
+                self.failed.store(true, Ordering::Release);
+                Err(e)
+            }
+        };
+        if let Some(tx) = completion {
+            let _ = tx.send(result);
+        }
+        self.done.fetch_add(1, Ordering::AcqRel);
+        self.done_notify.notify_waiters();
+    }
+
+    fn first_error_copy(&self) -> Option<ClientError> {
+        let first = self.first_error.lock().unwrap_or_else(|p| p.into_inner());
+        first.as_ref().map(ClientError::duplicate)
+    }
+
+    fn take_first_error(&self) -> Option<ClientError> {
+        let mut first = self.first_error.lock().unwrap_or_else(|p| p.into_inner());
+        self.failed.store(false, Ordering::Release);
+        first.take()
+    }
+
+    /// Waits until `target` batches are completed.
+    async fn wait_done(&self, target: u64) {
+        loop {
+            let notified = self.done_notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.done.load(Ordering::Acquire) >= target {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Per-writer partition routing, present only for partitioned tables.
+struct Partitions {
+    view: PartitionView,
+    router: Arc<PartitionRouter>,
+}
+
+/// Appends rows or Arrow record batches to one log table. Create with
+/// [`FlussClient::append_writer`]. Not shared between tasks: one per
+/// producer (it owns its partition view and pending state).
+pub struct AppendWriter {
+    shared: Arc<Shared>,
+    table: TableInfo,
+    arrow_schema: SchemaRef,
+    partitions: Option<Partitions>,
+    /// A batch short of memory: (its bucket, the bytes to reserve for it).
+    deficit: Option<(accumulator::BucketKey, usize)>,
+    linger: tokio::task::JoinHandle<()>,
+}
+
+impl AppendWriter {
+    /// Builds the writer's per-table state once and starts its linger task,
+    /// encoder thread and sender task.
+    pub(crate) async fn create(
+        client: &FlussClient,
+        table: TableInfo,
+        config: WriterConfig,
+    ) -> Result<Self> {
+        config.validate()?;
+        if table.descriptor.has_primary_key() {
+            return Err(ClientError::Invalid(format!(
+                "{} has a primary key: append writers write log tables only",
+                table.path
+            )));
+        }
+        let compression = ArrowCompression::from_table_properties(table.descriptor.properties())
+            .map_err(|e| ClientError::Format(e.to_string()))?;
+        let arrow_schema = to_arrow_schema(table.descriptor.schema());
+        let encoder = ArrowLogEncoder::new(arrow_schema.clone(), compression)
+            .map_err(|e| ClientError::Format(e.to_string()))?;
+        let schema_id = i16::try_from(table.schema_id).map_err(|_| {
+            ClientError::Invalid(format!(
+                "schema id {} of {} does not fit a log batch header",
+                table.schema_id, table.path
+            ))
+        })?;
+        let assigner = BucketAssigner::new(&table, config.no_key_assigner)?;
+        let partitions = if table.is_partitioned() {
+            let router =
+                PartitionRouter::new(client.admin(), &table, config.dynamic_create_partition)
+                    .await?;
+            Some(Partitions {
+                view: router.view(),
+                router,
+            })
+        } else {
+            None
+        };
+        let initial_route = match &partitions {
+            None => client.table_route(&table).await?,
+            // Partition routes are learned per partition by the sender.
+            Some(_) => crate::metadata::TableRoute::empty(),
+        };
+        let writer_id = if config.enable_idempotence {
+            Some(client.init_writer(&table.path).await?)
+        } else {
+            None
+        };
+
+        let (encode_tx, encode_rx) = std::sync::mpsc::channel();
+        let (send_tx, send_rx) = tokio::sync::mpsc::unbounded_channel();
+        let accumulator = Accumulator::new(
+            arrow_schema.clone(),
+            assigner,
+            table.bucket_count(),
+            config.batch_size_bytes,
+            config.batch_timeout,
+            encode_tx,
+        );
+        let shared = Arc::new(Shared {
+            acc: Mutex::new(accumulator),
+            pool: MemoryPool::new(config.buffer_memory_bytes),
+            ratio_bits: AtomicU32::new(INITIAL_COMPRESSION_RATIO.to_bits()),
+            done: AtomicU64::new(0),
+            done_notify: Notify::new(),
+            failed: AtomicBool::new(false),
+            first_error: Mutex::new(None),
+            stats: Counters::default(),
+        });
+        encode::spawn(
+            encoder,
+            schema_id,
+            idempotence::Sequences::new(writer_id),
+            encode_rx,
+            send_tx,
+            Arc::clone(&shared),
+        )
+        .map_err(|e| ClientError::Invalid(format!("cannot start the encoder thread: {e}")))?;
+        let sender = sender::Sender::new(
+            client.clone(),
+            table.clone(),
+            config.clone(),
+            Arc::clone(&shared),
+            send_rx,
+            initial_route,
+        );
+        tokio::spawn(sender.run());
+        let linger = tokio::spawn(linger(Arc::downgrade(&shared), config.batch_timeout));
+        Ok(Self {
+            shared,
+            table,
+            arrow_schema,
+            partitions,
+            deficit: None,
+            linger,
+        })
+    }
+
+    /// The Arrow schema rows and batches must have.
+    pub fn arrow_schema(&self) -> &SchemaRef {
+        &self.arrow_schema
+    }
+
+    /// The table written.
+    pub fn table(&self) -> &TableInfo {
+        &self.table
+    }
+
+    /// Appends one row. The fast path awaits nothing: the row goes into its
+    /// bucket's builder under one uncontended lock. It waits only when the
+    /// buffer memory is exhausted (back-pressure) or the row's partition
+    /// must be created first. Errors: a row that does not match the schema
+    /// (nothing appended), or an earlier batch's failure.
+    pub async fn append<R: InternalRow + ?Sized>(&mut self, row: &R) -> Result<()> {
+        if self.deficit.is_some() {
+            self.settle_deficit().await?;
+        }
+        if self.shared.failed.load(Ordering::Acquire) {
+            if let Some(e) = self.shared.first_error_copy() {
+                return Err(e);
+            }
+        }
+        let partition = match &mut self.partitions {
+            None => None,
+            Some(p) => match p.view.lookup(row)? {
+                PartitionLookup::Known(id) => Some(id),
+                PartitionLookup::Missing => Some(p.router.ensure(row).await?),
+            },
+        };
+        let ratio = self.shared.ratio();
+        let outcome = self
+            .shared
+            .lock()
+            .append_row(partition, row, &self.shared.pool, ratio)?;
+        if let RowOutcome::Deficit { key, need_bytes } = outcome {
+            self.deficit = Some((key, need_bytes));
+            self.settle_deficit().await?;
+        }
+        Ok(())
+    }
+
+    /// Reserves what a batch short of memory lacks (waiting for
+    /// acknowledgements: this is the back-pressure), then credits it. Kept
+    /// in `self` across the wait so a cancelled `append` loses nothing: the
+    /// next call resumes.
+    async fn settle_deficit(&mut self) -> Result<()> {
+        let Some((key, need)) = self.deficit else {
+            return Ok(());
+        };
+        self.shared.pool.reserve(need).await?;
+        self.deficit = None;
+        self.shared.lock().settle(key, need, &self.shared.pool)
+    }
+
+    /// Appends a whole RecordBatch of the writer's schema as its own log
+    /// batch (split per bucket for a hash-bucketed table), after any rows
+    /// already buffered for that bucket. Waits only for buffer memory.
+    /// The returned completion resolves when the server acknowledged it.
+    pub async fn append_batch(&mut self, batch: RecordBatch) -> Result<BatchCompletion> {
+        if self.deficit.is_some() {
+            self.settle_deficit().await?;
+        }
+        if self.shared.failed.load(Ordering::Acquire) {
+            if let Some(e) = self.shared.first_error_copy() {
+                return Err(e);
+            }
+        }
+        if batch.schema_ref().fields() != self.arrow_schema.fields() {
+            return Err(ClientError::Invalid(format!(
+                "record batch schema {:?} does not match the Arrow schema of {} ({:?})",
+                batch.schema_ref().fields(),
+                self.table.path,
+                self.arrow_schema.fields()
+            )));
+        }
+        if self.partitions.is_some() {
+            return Err(ClientError::Invalid(format!(
+                "{} is partitioned: append rows (each is routed to its partition), not whole RecordBatches",
+                self.table.path
+            )));
+        }
+        let records = i32::try_from(batch.num_rows()).map_err(|_| {
+            ClientError::Invalid(format!("a batch of {} rows is too large", batch.num_rows()))
+        })?;
+        let mut completion = BatchCompletion {
+            parts: Vec::new(),
+            records,
+            first: None,
+        };
+        if records == 0 {
+            return Ok(completion);
+        }
+        let buckets = self.shared.lock().assigner().assign_batch(&batch)?;
+        let parts: Vec<(i32, RecordBatch)> = match buckets {
+            BatchBuckets::Single(bucket) => vec![(bucket, batch)],
+            BatchBuckets::PerRow(per_row) => split_by_bucket(&batch, &per_row)?,
+        };
+        // Last part first, so `BatchCompletion` pops the first part last.
+        for (bucket, part) in parts.into_iter().rev() {
+            let reserved_bytes = part.get_array_memory_size();
+            self.shared.pool.reserve(reserved_bytes).await?;
+            let (tx, rx) = oneshot::channel();
+            completion.parts.push(rx);
+            let sealed = SealedBatch {
+                key: (None, bucket),
+                batch: part,
+                estimated_bytes: 0,
+                reserved_bytes,
+                completion: Some(tx),
+            };
+            self.shared.lock().send_whole(sealed)?;
+        }
+        Ok(completion)
+    }
+
+    /// Seals every open batch and waits until every row and batch appended
+    /// so far is acknowledged. Returns the first failure since the last
+    /// flush (the rows of a failed batch are not written).
+    pub async fn flush(&mut self) -> Result<()> {
+        if self.deficit.is_some() {
+            self.settle_deficit().await?;
+        }
+        let target = {
+            let mut acc = self.shared.lock();
+            acc.seal_all()?;
+            acc.sealed_count()
+        };
+        self.shared.wait_done(target).await;
+        match self.shared.take_first_error() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Flushes, then stops the writer's background work.
+    pub async fn close(mut self) -> Result<()> {
+        let result = self.flush().await;
+        self.shared.lock().close();
+        result
+    }
+
+    /// Counters of what the writer has done.
+    pub fn stats(&self) -> WriterStats {
+        let s = &self.shared.stats;
+        WriterStats {
+            batches: s.batches.load(Ordering::Relaxed),
+            bytes: s.bytes.load(Ordering::Relaxed),
+            retries: s.retries.load(Ordering::Relaxed),
+            buffered_bytes: self.shared.pool.used_bytes() as u64,
+            max_buffered_bytes: self.shared.pool.max_used_bytes() as u64,
+            memory_waits: self.shared.pool.waits(),
+        }
+    }
+}
+
+impl Drop for AppendWriter {
+    /// Hands every buffered row on to be sent (as `flush` would, without
+    /// waiting), then lets the background work end once it is sent.
+    fn drop(&mut self) {
+        let mut acc = self.shared.lock();
+        let _ = acc.seal_all();
+        acc.close();
+        drop(acc);
+        self.linger.abort();
+    }
+}
+
+/// Seals batches older than the batch timeout, also while the caller is
+/// idle. Ends when the writer is gone.
+async fn linger(shared: Weak<Shared>, timeout: std::time::Duration) {
+    let mut wake = Instant::now() + timeout;
+    loop {
+        tokio::time::sleep_until(wake.into()).await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let now = Instant::now();
+        let next = shared.lock().seal_expired(now);
+        wake = match next {
+            Ok(Some(at)) => at,
+            Ok(None) => now + timeout,
+            Err(e) => {
+                tracing::error!(error = %e, "sealing expired batches failed");
+                now + timeout
+            }
+        };
+    }
+}
+
+/// Splits `batch` into one batch per bucket, rows kept in order.
+fn split_by_bucket(batch: &RecordBatch, buckets: &[i32]) -> Result<Vec<(i32, RecordBatch)>> {
+    let mut indices: Vec<(i32, Vec<u32>)> = Vec::new();
+    for (row, &bucket) in buckets.iter().enumerate() {
+        match indices.iter_mut().find(|(b, _)| *b == bucket) {
+            Some((_, rows)) => rows.push(row as u32),
+            None => indices.push((bucket, vec![row as u32])),
+        }
+    }
+    indices
+        .into_iter()
+        .map(|(bucket, rows)| {
+            let rows = arrow_array::UInt32Array::from(rows);
+            arrow_select::take::take_record_batch(batch, &rows)
+                .map(|part| (bucket, part))
+                .map_err(|e| ClientError::Format(format!("splitting a batch by bucket: {e}")))
+        })
+        .collect()
+}

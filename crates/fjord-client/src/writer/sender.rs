@@ -1,0 +1,518 @@
+//! The sender task: queues encoded batches per bucket, groups the ready
+//! ones per leader into ProduceLog requests (one batch per bucket per
+//! request, up to `client.writer.request-max-size`), keeps at most
+//! `client.writer.max-inflight-requests-per-bucket` batches of a bucket in
+//! flight, and completes each batch from its bucket's answer: success,
+//! retry with back-off (after refreshing metadata when the error calls for
+//! it), or failure.
+//!
+//! It is the only owner of the queues and routes, so none of them is locked.
+//! Ordering: a bucket's batches are sent in sequence order; after a retry
+//! the bucket sends one batch at a time until the retried ones are
+//! acknowledged, so the server sees the sequences in order again.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use fjord_format::log_batch::NO_BATCH_SEQUENCE;
+use fjord_proto::messages as pb;
+use fjord_proto::{ApiKey, ErrorCode};
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::task::JoinSet;
+
+use crate::admin::TableInfo;
+use crate::client::FlussClient;
+use crate::connection::ServerConnection;
+use crate::error::{ClientError, Result};
+use crate::metadata::TableRoute;
+use crate::writer::accumulator::BucketKey;
+use crate::writer::encode::EncodedBatch;
+use crate::writer::idempotence::{
+    earlier_batch_failed, judge, predecessor_pending, SequenceVerdict,
+};
+use crate::writer::{BatchAck, Shared, WriterConfig};
+
+/// First retry back-off; doubled per attempt up to [`RETRY_BACKOFF_MAX`].
+pub(crate) const RETRY_BACKOFF_INITIAL: Duration = Duration::from_millis(50);
+/// Longest back-off between two sends of a batch.
+pub(crate) const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// Client-side wait for a produce answer beyond the request's server-side
+/// timeout, so a server that never answers fails the request (retriable)
+/// instead of hanging the writer.
+const ANSWER_GRACE: Duration = Duration::from_secs(5);
+
+/// One bucket's queue and in-flight state.
+struct BucketQueue {
+    /// Encoded batches not yet sent (or waiting to be resent), in sequence order.
+    queue: VecDeque<EncodedBatch>,
+    /// Batches of this bucket in flight.
+    inflight: usize,
+    /// Last acknowledged sequence (idempotence), `NO_BATCH_SEQUENCE` if none.
+    last_acked: i32,
+    /// Set after a retry: send one at a time until this sequence is acknowledged.
+    recover_until: Option<i32>,
+    /// Not before this instant (retry back-off).
+    not_before: Option<Instant>,
+    /// Set when a batch failed for good with idempotence: later sequences
+    /// can never be accepted, so every later batch fails with this reason.
+    broken: Option<String>,
+}
+
+impl BucketQueue {
+    fn new() -> Self {
+        Self {
+            queue: VecDeque::new(),
+            inflight: 0,
+            last_acked: NO_BATCH_SEQUENCE,
+            recover_until: None,
+            not_before: None,
+            broken: None,
+        }
+    }
+
+    /// Puts a batch back in sequence order (retries go before newer batches).
+    fn requeue(&mut self, batch: EncodedBatch) {
+        let at = self
+            .queue
+            .iter()
+            .position(|b| b.sequence > batch.sequence)
+            .unwrap_or(self.queue.len());
+        self.queue.insert(at, batch);
+    }
+}
+
+/// What a finished produce request brings back.
+struct Answer {
+    batches: Vec<EncodedBatch>,
+    result: Result<pb::ProduceLogResponse>,
+}
+
+/// The sender's state; see the module doc.
+pub(crate) struct Sender {
+    client: FlussClient,
+    table: TableInfo,
+    config: WriterConfig,
+    idempotent: bool,
+    shared: Arc<Shared>,
+    rx: UnboundedReceiver<EncodedBatch>,
+    buckets: HashMap<BucketKey, BucketQueue>,
+    routes: HashMap<Option<i64>, TableRoute>,
+    requests: JoinSet<Answer>,
+}
+
+impl Sender {
+    pub(crate) fn new(
+        client: FlussClient,
+        table: TableInfo,
+        config: WriterConfig,
+        shared: Arc<Shared>,
+        rx: UnboundedReceiver<EncodedBatch>,
+        initial_route: TableRoute,
+    ) -> Self {
+        let mut routes = HashMap::new();
+        routes.insert(initial_route.partition_id(), initial_route);
+        Self {
+            client,
+            idempotent: config.enable_idempotence,
+            table,
+            config,
+            shared,
+            rx,
+            buckets: HashMap::new(),
+            routes,
+            requests: JoinSet::new(),
+        }
+    }
+
+    /// Runs until the encoder has closed its channel and every batch is
+    /// completed.
+    pub(crate) async fn run(mut self) {
+        let mut input_open = true;
+        loop {
+            self.dispatch().await;
+            if !input_open
+                && self.requests.is_empty()
+                && self.buckets.values().all(|q| q.queue.is_empty())
+            {
+                break;
+            }
+            let wake = self.next_wake();
+            tokio::select! {
+                received = self.rx.recv(), if input_open => match received {
+                    Some(batch) => {
+                        self.enqueue(batch);
+                        while let Ok(batch) = self.rx.try_recv() {
+                            self.enqueue(batch);
+                        }
+                    }
+                    None => input_open = false,
+                },
+                Some(joined) = self.requests.join_next(), if !self.requests.is_empty() => match joined {
+                    Ok(answer) => self.on_answer(answer).await,
+                    Err(e) => tracing::error!(error = %e, "produce request task failed"),
+                },
+                _ = sleep_until(wake), if wake.is_some() => {}
+            }
+        }
+    }
+
+    fn enqueue(&mut self, batch: EncodedBatch) {
+        let queue = self
+            .buckets
+            .entry(batch.key)
+            .or_insert_with(BucketQueue::new);
+        if let Some(why) = &queue.broken {
+            let error = earlier_batch_failed(batch.key, why);
+            self.shared
+                .complete(Err(error), batch.completion, batch.reserved_bytes, 0);
+            return;
+        }
+        queue.queue.push_back(batch);
+    }
+
+    fn next_wake(&self) -> Option<Instant> {
+        self.buckets
+            .values()
+            .filter(|q| !q.queue.is_empty())
+            .filter_map(|q| q.not_before)
+            .min()
+    }
+
+    fn inflight_limit(&self, queue: &BucketQueue) -> usize {
+        if queue.recover_until.is_some() {
+            1
+        } else if self.idempotent {
+            self.config.max_inflight_per_bucket
+        } else {
+            // Without idempotence order is not guarded by sequences; Fluss
+            // still bounds in-flight batches per bucket by the same option.
+            self.config.max_inflight_per_bucket.max(1)
+        }
+    }
+
+    /// Sends every batch that may go now: rounds of one batch per eligible
+    /// bucket, grouped per leader.
+    async fn dispatch(&mut self) {
+        loop {
+            let now = Instant::now();
+            let mut round: Vec<EncodedBatch> = Vec::new();
+            let limits: Vec<(BucketKey, usize)> = self
+                .buckets
+                .iter()
+                .map(|(k, q)| (*k, self.inflight_limit(q)))
+                .collect();
+            for (key, limit) in limits {
+                let queue = self.buckets.get_mut(&key).expect("key listed above");
+                if queue.queue.is_empty()
+                    || queue.inflight >= limit
+                    || queue.not_before.is_some_and(|t| t > now)
+                {
+                    continue;
+                }
+                queue.not_before = None;
+                if let Some(mut batch) = queue.queue.pop_front() {
+                    batch.sent_before_predecessor_acked =
+                        predecessor_pending(batch.sequence, queue.last_acked);
+                    queue.inflight += 1;
+                    round.push(batch);
+                }
+            }
+            if round.is_empty() {
+                return;
+            }
+            self.send_round(round).await;
+        }
+    }
+
+    /// Groups one round (at most one batch per bucket) per leader and sends
+    /// requests of at most `request-max-size` bytes.
+    async fn send_round(&mut self, round: Vec<EncodedBatch>) {
+        let mut per_leader: Vec<(ServerConnection, Vec<EncodedBatch>)> = Vec::new();
+        for batch in round {
+            let leader = match self.leader(batch.key).await {
+                Ok(leader) => leader,
+                Err(e) => {
+                    self.on_error(batch, e);
+                    continue;
+                }
+            };
+            match per_leader
+                .iter_mut()
+                .find(|(c, _)| c.addr() == leader.addr())
+            {
+                Some((_, batches)) => batches.push(batch),
+                None => per_leader.push((leader, vec![batch])),
+            }
+        }
+        for (connection, batches) in per_leader {
+            let mut request_batches = Vec::new();
+            let mut request_bytes = 0usize;
+            for batch in batches {
+                if !request_batches.is_empty()
+                    && request_bytes + batch.bytes.len() > self.config.request_max_size_bytes
+                {
+                    self.spawn_request(connection.clone(), std::mem::take(&mut request_batches));
+                    request_bytes = 0;
+                }
+                request_bytes += batch.bytes.len();
+                request_batches.push(batch);
+            }
+            if !request_batches.is_empty() {
+                self.spawn_request(connection, request_batches);
+            }
+        }
+    }
+
+    async fn leader(&mut self, key: BucketKey) -> Result<ServerConnection> {
+        let stale = self.routes.get(&key.0).is_none_or(|r| r.is_stale());
+        if stale {
+            let route = self.client.refresh_route(&self.table, key.0).await?;
+            self.routes.insert(key.0, route);
+        }
+        let route = &self.routes[&key.0];
+        if key.1 < 0 || key.1 >= route.bucket_count() {
+            return Err(ClientError::Invalid(format!(
+                "bucket {} out of range: {} has {} buckets",
+                key.1,
+                self.table.path,
+                route.bucket_count()
+            )));
+        }
+        Ok(route.leader(key.1).clone())
+    }
+
+    fn spawn_request(&mut self, connection: ServerConnection, batches: Vec<EncodedBatch>) {
+        let buckets_req = batches
+            .iter()
+            .map(|b| pb::PbProduceLogReqForBucket {
+                partition_id: b.key.0,
+                bucket_id: b.key.1,
+                records: Bytes::clone(&b.bytes),
+                original_partition_name: None,
+                routing_bucket_count: None,
+            })
+            .collect();
+        let timeout_ms = i32::try_from(self.config.request_timeout.as_millis()).unwrap_or(i32::MAX);
+        let request = pb::ProduceLogRequest {
+            acks: self.config.acks,
+            table_id: self.table.table_id,
+            timeout_ms,
+            buckets_req,
+        };
+        let wait = self.config.request_timeout + ANSWER_GRACE;
+        self.requests.spawn(async move {
+            let result = match tokio::time::timeout(
+                wait,
+                connection.request::<_, pb::ProduceLogResponse>(ApiKey::ProduceLog, &request),
+            )
+            .await
+            {
+                Ok(result) => result,
+                Err(_) => Err(ClientError::Server {
+                    api: ApiKey::ProduceLog.name(),
+                    error: ErrorCode::RequestTimeOut.with_message(format!(
+                        "no answer from {} within {} ms",
+                        connection.addr(),
+                        wait.as_millis()
+                    )),
+                }),
+            };
+            Answer { batches, result }
+        });
+    }
+
+    async fn on_answer(&mut self, answer: Answer) {
+        let Answer { batches, result } = answer;
+        match result {
+            Err(e) => {
+                for batch in batches {
+                    self.finish_inflight(batch.key);
+                    self.on_error(batch, e.duplicate());
+                }
+            }
+            Ok(response) => {
+                for batch in batches {
+                    self.finish_inflight(batch.key);
+                    let entry = response
+                        .buckets_resp
+                        .iter()
+                        .find(|r| r.bucket_id == batch.key.1 && r.partition_id == batch.key.0);
+                    match entry {
+                        None => {
+                            let error = ClientError::Protocol {
+                                api: ApiKey::ProduceLog.name(),
+                                message: format!(
+                                    "no answer for bucket {} (partition {:?})",
+                                    batch.key.1, batch.key.0
+                                ),
+                            };
+                            self.on_error(batch, error);
+                        }
+                        Some(r) => match r.error_code.filter(|&c| c != 0) {
+                            None => {
+                                let base_offset = r.base_offset.unwrap_or(-1);
+                                self.on_success(batch, base_offset);
+                            }
+                            Some(code) => {
+                                let error = ErrorCode::from_code(code)
+                                    .unwrap_or(ErrorCode::UnknownServerError)
+                                    .with_message(r.error_message.clone().unwrap_or_default());
+                                self.on_error(
+                                    batch,
+                                    ClientError::server(ApiKey::ProduceLog, error),
+                                );
+                            }
+                        },
+                    }
+                }
+            }
+        }
+    }
+
+    fn finish_inflight(&mut self, key: BucketKey) {
+        if let Some(q) = self.buckets.get_mut(&key) {
+            q.inflight = q.inflight.saturating_sub(1);
+        }
+    }
+
+    fn on_success(&mut self, batch: EncodedBatch, base_offset: i64) {
+        let queue = self
+            .buckets
+            .entry(batch.key)
+            .or_insert_with(BucketQueue::new);
+        if batch.sequence != NO_BATCH_SEQUENCE {
+            if queue.last_acked == NO_BATCH_SEQUENCE || batch.sequence > queue.last_acked {
+                queue.last_acked = batch.sequence;
+            }
+            if queue
+                .recover_until
+                .is_some_and(|until| queue.last_acked >= until)
+            {
+                queue.recover_until = None;
+            }
+        } else if queue.inflight == 0 {
+            queue.recover_until = None;
+        }
+        let ack = BatchAck {
+            partition_id: batch.key.0,
+            bucket: batch.key.1,
+            base_offset,
+            records: batch.records,
+        };
+        self.shared.stats.batches.fetch_add(1, Ordering::Relaxed);
+        self.shared
+            .stats
+            .bytes
+            .fetch_add(batch.bytes.len() as u64, Ordering::Relaxed);
+        self.shared.complete(
+            Ok(ack),
+            batch.completion,
+            batch.reserved_bytes,
+            batch.records,
+        );
+    }
+
+    fn on_error(&mut self, mut batch: EncodedBatch, error: ClientError) {
+        let code = error.error_code();
+        let queue = self
+            .buckets
+            .entry(batch.key)
+            .or_insert_with(BucketQueue::new);
+        let mut retry_now = false;
+        if let Some(
+            code @ (ErrorCode::DuplicateSequenceException | ErrorCode::OutOfOrderSequenceException),
+        ) = code
+        {
+            if self.idempotent {
+                match judge(
+                    code,
+                    batch.sequence,
+                    queue.last_acked,
+                    batch.sent_before_predecessor_acked,
+                ) {
+                    SequenceVerdict::AlreadyWritten => {
+                        self.on_success(batch, -1);
+                        return;
+                    }
+                    SequenceVerdict::RetryAfterEarlier => retry_now = true,
+                    SequenceVerdict::Fatal => {}
+                }
+            }
+        }
+        let retriable = retry_now || error.is_retriable();
+        if retriable && batch.attempts < self.config.retries && queue.broken.is_none() {
+            batch.attempts += 1;
+            self.shared.stats.retries.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                table = %self.table.path,
+                bucket = batch.key.1,
+                partition = ?batch.key.0,
+                sequence = batch.sequence,
+                attempt = batch.attempts,
+                error = %error,
+                "produce failed; retrying"
+            );
+            if error.needs_metadata_refresh() {
+                self.routes.remove(&batch.key.0);
+            }
+            let backoff = if retry_now {
+                Duration::ZERO
+            } else {
+                backoff(batch.attempts)
+            };
+            let until = queue
+                .recover_until
+                .map_or(batch.sequence, |u| u.max(batch.sequence));
+            queue.recover_until = Some(until);
+            let at = Instant::now() + backoff;
+            queue.not_before = Some(queue.not_before.map_or(at, |t| t.max(at)));
+            queue.requeue(batch);
+            return;
+        }
+        if self.idempotent && queue.broken.is_none() {
+            // Every later sequence of this bucket would be refused.
+            queue.broken = Some(error.to_string());
+            let drained: Vec<EncodedBatch> = queue.queue.drain(..).collect();
+            let why = error.to_string();
+            for later in drained {
+                let e = earlier_batch_failed(later.key, &why);
+                self.shared
+                    .complete(Err(e), later.completion, later.reserved_bytes, 0);
+            }
+        }
+        tracing::error!(table = %self.table.path, bucket = batch.key.1, error = %error, "produce failed");
+        self.shared
+            .complete(Err(error), batch.completion, batch.reserved_bytes, 0);
+    }
+}
+
+/// Back-off before attempt `attempt` (1-based): doubling from
+/// [`RETRY_BACKOFF_INITIAL`], at most [`RETRY_BACKOFF_MAX`].
+fn backoff(attempt: i32) -> Duration {
+    let shift = attempt.saturating_sub(1).clamp(0, 16) as u32;
+    RETRY_BACKOFF_INITIAL
+        .saturating_mul(1u32 << shift)
+        .min(RETRY_BACKOFF_MAX)
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        assert_eq!(backoff(1), RETRY_BACKOFF_INITIAL);
+        assert_eq!(backoff(2), RETRY_BACKOFF_INITIAL * 2);
+        assert_eq!(backoff(30), RETRY_BACKOFF_MAX);
+    }
+}

@@ -1,0 +1,292 @@
+//! Writer test harness: an in-process Fjord server on a loopback port, an
+//! optional TCP proxy in front of it that misbehaves on purpose (drops a
+//! connection after the server has received a produce request, or delays
+//! answers), and helpers to create tables and read every row back.
+
+#![allow(dead_code)]
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arrow_array::RecordBatch;
+use fjord_client::{FlussClient, LogScanner, ScannerConfig, TableInfo, TablePath};
+use fjord_format::schema::{
+    DatabaseDescriptor, Schema, TableDescriptor, TableDistribution,
+    TABLE_LOG_ARROW_COMPRESSION_TYPE,
+};
+use fjord_server::{Options, Server, ServerConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// ProduceLog's api key.
+const PRODUCE_LOG: i16 = 1014;
+
+/// How the proxy misbehaves.
+#[derive(Clone, Copy, Debug)]
+pub enum Fault {
+    /// Forwards everything.
+    None,
+    /// For the first `n` produce answers: swallows the answer and closes
+    /// both sides of that connection (the server has appended the batch,
+    /// the client never hears of it).
+    DropProduceAnswers(usize),
+    /// Holds every answer for this long before forwarding it.
+    DelayAnswers(Duration),
+}
+
+/// A running in-process server (and proxy, if any).
+pub struct TestServer {
+    /// The address clients bootstrap from (the proxy's when there is one;
+    /// MetaData answers name it too, so every connection goes through it).
+    pub addr: String,
+    /// Produce answers the proxy swallowed so far.
+    pub dropped: Arc<AtomicUsize>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+    proxy: Option<JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestServer {
+    /// A server clients talk to directly.
+    pub async fn start() -> Self {
+        Self::start_with(None, &[]).await
+    }
+
+    /// A server behind a proxy with `fault`. The server binds 127.0.0.1:P
+    /// and advertises 127.0.0.2 (the proxy binds 127.0.0.2:P), so leader
+    /// connections learned from metadata go through the proxy too.
+    pub async fn start_behind_proxy(fault: Fault) -> Self {
+        Self::start_with(Some(fault), &[]).await
+    }
+
+    /// A server with extra server options (`key=value`).
+    pub async fn start_with(fault: Option<Fault>, settings: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut options = Options::default();
+        // Interval flushing keeps acks=all fast in tests; durability is not under test.
+        options
+            .set("log.flush.interval-ms=1000")
+            .expect("valid option");
+        if fault.is_some() {
+            options
+                .set("fjord.server.advertised-host=127.0.0.2")
+                .expect("valid option");
+        }
+        for s in settings {
+            options.set(s).expect("valid option");
+        }
+        let config = ServerConfig::from_options(dir.path().to_owned(), options).expect("config");
+        let server = Server::bind(config, "127.0.0.1:0")
+            .await
+            .expect("server starts");
+        let server_addr = server.local_addr();
+        let (tx, rx) = oneshot::channel();
+        let task = tokio::spawn(server.run(async {
+            let _ = rx.await;
+        }));
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let (addr, proxy) = match fault {
+            None => (server_addr.to_string(), None),
+            Some(fault) => {
+                let listen = format!("127.0.0.2:{}", server_addr.port());
+                let listener = TcpListener::bind(&listen).await.expect("proxy binds");
+                let proxy = tokio::spawn(run_proxy(
+                    listener,
+                    server_addr.to_string(),
+                    fault,
+                    Arc::clone(&dropped),
+                ));
+                (listen, Some(proxy))
+            }
+        };
+        Self {
+            addr,
+            dropped,
+            stop: Some(tx),
+            task: Some(task),
+            proxy,
+            _dir: dir,
+        }
+    }
+
+    /// A client bootstrapped from this server.
+    pub async fn client(&self) -> FlussClient {
+        FlussClient::connect(std::slice::from_ref(&self.addr))
+            .await
+            .expect("client connects")
+    }
+
+    /// Stops the server cleanly.
+    pub async fn stop(mut self) {
+        if let Some(proxy) = self.proxy.take() {
+            proxy.abort();
+        }
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+async fn run_proxy(
+    listener: TcpListener,
+    upstream: String,
+    fault: Fault,
+    dropped: Arc<AtomicUsize>,
+) {
+    let remaining = Arc::new(AtomicUsize::new(match fault {
+        Fault::DropProduceAnswers(n) => n,
+        _ => 0,
+    }));
+    loop {
+        let Ok((client, _)) = listener.accept().await else {
+            return;
+        };
+        let Ok(server) = TcpStream::connect(&upstream).await else {
+            return;
+        };
+        let _ = client.set_nodelay(true);
+        let _ = server.set_nodelay(true);
+        tokio::spawn(proxy_connection(
+            client,
+            server,
+            fault,
+            Arc::clone(&remaining),
+            Arc::clone(&dropped),
+        ));
+    }
+}
+
+/// Reads one frame (4-byte big-endian length + body); `None` at EOF.
+async fn read_frame(stream: &mut tokio::net::tcp::OwnedReadHalf) -> Option<Vec<u8>> {
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).await.ok()?;
+    let n = u32::from_be_bytes(len) as usize;
+    let mut frame = vec![0u8; 4 + n];
+    frame[..4].copy_from_slice(&len);
+    stream.read_exact(&mut frame[4..]).await.ok()?;
+    Some(frame)
+}
+
+async fn proxy_connection(
+    client: TcpStream,
+    server: TcpStream,
+    fault: Fault,
+    remaining: Arc<AtomicUsize>,
+    dropped: Arc<AtomicUsize>,
+) {
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    let produce_ids: Arc<Mutex<HashSet<i32>>> = Arc::default();
+    let ids = Arc::clone(&produce_ids);
+    let upstream = tokio::spawn(async move {
+        // Request frame: len | api_key i16 | api_version i16 | request_id i32 | body.
+        while let Some(frame) = read_frame(&mut client_read).await {
+            if frame.len() >= 12 && i16::from_be_bytes([frame[4], frame[5]]) == PRODUCE_LOG {
+                let id = i32::from_be_bytes([frame[8], frame[9], frame[10], frame[11]]);
+                ids.lock().unwrap().insert(id);
+            }
+            if server_write.write_all(&frame).await.is_err() {
+                return;
+            }
+        }
+    });
+    // Response frame: len | type i8 | request_id i32 | body.
+    while let Some(frame) = read_frame(&mut server_read).await {
+        let id = (frame.len() >= 9)
+            .then(|| i32::from_be_bytes([frame[5], frame[6], frame[7], frame[8]]));
+        let is_produce = id.is_some_and(|id| produce_ids.lock().unwrap().remove(&id));
+        if is_produce
+            && remaining
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |r| r.checked_sub(1))
+                .is_ok()
+        {
+            dropped.fetch_add(1, Ordering::SeqCst);
+            break;
+        }
+        if let Fault::DelayAnswers(delay) = fault {
+            tokio::time::sleep(delay).await;
+        }
+        if client_write.write_all(&frame).await.is_err() {
+            break;
+        }
+    }
+    upstream.abort();
+    // Dropping both halves closes both sockets.
+}
+
+/// Creates database `db` (if needed) and a log table with `buckets`
+/// buckets and the given `table.log.arrow.compression.type`.
+pub async fn create_log_table(
+    client: &FlussClient,
+    path: &TablePath,
+    schema: Schema,
+    buckets: i32,
+    compression: &str,
+) -> TableInfo {
+    let admin = client.admin();
+    admin
+        .create_database(&path.database, &DatabaseDescriptor::default(), true)
+        .await
+        .expect("create database");
+    let mut properties = std::collections::BTreeMap::new();
+    properties.insert(
+        TABLE_LOG_ARROW_COMPRESSION_TYPE.to_owned(),
+        compression.to_owned(),
+    );
+    let descriptor = TableDescriptor::new(
+        schema,
+        None,
+        Vec::new(),
+        Some(TableDistribution {
+            bucket_count: Some(buckets),
+            bucket_keys: Vec::new(),
+        }),
+        properties,
+        Default::default(),
+    )
+    .expect("descriptor");
+    admin
+        .create_table(path, &descriptor, false)
+        .await
+        .expect("create table");
+    client.table_info(path).await.expect("table info")
+}
+
+/// Reads every bucket of `table` from offset 0 until `expected_rows` rows
+/// arrived (or a bounded number of empty polls passed), returning the
+/// batches in bucket order.
+pub async fn read_all(
+    client: &FlussClient,
+    table: &TableInfo,
+    expected_rows: usize,
+) -> Vec<RecordBatch> {
+    let route = client.table_route(table).await.expect("route");
+    let mut scanner =
+        LogScanner::new(table.clone(), route, ScannerConfig::default()).expect("scanner");
+    for bucket in 0..table.bucket_count() {
+        scanner.subscribe(bucket, 0).expect("subscribe");
+    }
+    let mut out = Vec::new();
+    let mut rows = 0;
+    let mut empty_polls = 0;
+    // Bounded: a poll long-polls at most the fetch wait (500 ms).
+    while rows < expected_rows && empty_polls < 10 {
+        let batches = scanner.poll().await.expect("poll");
+        if batches.is_empty() {
+            empty_polls += 1;
+        }
+        for b in batches {
+            rows += b.records.num_rows();
+            out.push(b.records);
+        }
+    }
+    out
+}
