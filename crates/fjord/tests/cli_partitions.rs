@@ -227,3 +227,101 @@ fn unreachable_bootstrap_fails_instead_of_hanging() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("no bootstrap server reachable"), "{stderr}");
 }
+
+/// (id, name) of each `list` row, in printed order.
+fn listed_ids_and_names(stdout: &str) -> Vec<(i64, String)> {
+    stdout
+        .lines()
+        .skip(1)
+        .map(|line| {
+            let mut cells = line.split_whitespace();
+            let id = cells.next().expect("id cell").parse().expect("numeric id");
+            (id, cells.next().expect("name cell").to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn fluss_rs_and_the_cli_agree_on_partition_names_ids_and_specs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = FjordServer::start(dir.path());
+    create_table(&server, "shared", &["dt", "region"]);
+    let t = ["--table", "db.shared"];
+    ok(
+        &server,
+        &["create", t[0], t[1], "--spec", "dt=20261130,region=eu"],
+    );
+
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let from_fluss = runtime.block_on(async {
+        let config = fluss::config::Config {
+            bootstrap_servers: server.bootstrap_servers(),
+            ..fluss::config::Config::default()
+        };
+        let conn = server
+            .step(
+                "fluss-rs connect",
+                fluss::client::FlussConnection::new(config),
+            )
+            .await;
+        let admin = conn.get_admin().expect("admin");
+        let path = fluss::metadata::TablePath::new("db", "shared");
+        let spec = fluss::metadata::PartitionSpec::new(std::collections::HashMap::from([
+            ("dt", "20261201"),
+            ("region", "us"),
+        ]));
+        server
+            .step(
+                "fluss-rs create partition",
+                admin.create_partition(&path, &spec, false),
+            )
+            .await;
+        let infos = server
+            .step(
+                "fluss-rs list partitions",
+                admin.list_partition_infos(&path),
+            )
+            .await;
+        let mut described: Vec<(i64, String, Vec<(String, String)>)> = infos
+            .iter()
+            .map(|p| {
+                let mut spec: Vec<(String, String)> = p
+                    .get_partition_spec()
+                    .get_spec_map()
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                spec.sort();
+                (p.get_partition_id(), p.get_partition_name(), spec)
+            })
+            .collect();
+        described.sort();
+        described
+    });
+
+    let cli = ok(&server, &["list", t[0], t[1]]);
+    let from_cli = listed_ids_and_names(&cli);
+    assert_eq!(
+        from_cli,
+        from_fluss
+            .iter()
+            .map(|(id, name, _)| (*id, name.clone()))
+            .collect::<Vec<_>>(),
+        "CLI:\n{cli}"
+    );
+    assert_eq!(
+        from_fluss
+            .iter()
+            .map(|(_, n, _)| n.as_str())
+            .collect::<Vec<_>>(),
+        ["20261130$eu", "20261201$us"]
+    );
+    assert_eq!(
+        from_fluss[0].2,
+        [
+            ("dt".to_owned(), "20261130".to_owned()),
+            ("region".to_owned(), "eu".to_owned())
+        ]
+    );
+    assert!(cli.contains("dt=20261201/region=us"), "{cli}");
+}
