@@ -228,6 +228,9 @@ fn unreachable_bootstrap_fails_instead_of_hanging() {
     assert!(stderr.contains("no bootstrap server reachable"), "{stderr}");
 }
 
+/// A partition as fluss-rs parsed it: (id, name, spec as sorted pairs).
+type Described = (i64, String, Vec<(String, String)>);
+
 /// (id, name) of each `list` row, in printed order.
 fn listed_ids_and_names(stdout: &str) -> Vec<(i64, String)> {
     stdout
@@ -282,7 +285,7 @@ fn fluss_rs_and_the_cli_agree_on_partition_names_ids_and_specs() {
                 admin.list_partition_infos(&path),
             )
             .await;
-        let mut described: Vec<(i64, String, Vec<(String, String)>)> = infos
+        let mut described: Vec<Described> = infos
             .iter()
             .map(|p| {
                 let mut spec: Vec<(String, String)> = p
