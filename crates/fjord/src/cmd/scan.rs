@@ -1,11 +1,483 @@
-//! `fjord scan`: placeholder wired into the dispatcher at the start of the
-//! session; its owner replaces this file with the real command.
+//! `fjord scan`: a log table to stdout as a pretty table, CSV or JSON lines.
+//!
+//! Every bucket (of every partition that exists when the scan starts, or of
+//! `--partition`) is read from `--from` (earliest, latest, an offset, or the
+//! first record committed at or after a timestamp) with the native log
+//! scanner, `--columns` pushed to the server as a projection (in the order
+//! given). Without `--follow` the scan ends when each bucket reached the high
+//! watermark it had when the scan started, so a scan of a table that keeps
+//! growing still terminates; `--limit` ends it sooner. Output is written per
+//! batch; a closed stdout (`fjord scan ... | head`) ends the scan quietly.
+//!
+//! Also home of what `fjord produce` shares with it: the bootstrap
+//! connection, table-path parsing and the progress line.
 
-/// Arguments of `fjord scan` (none yet).
+#[path = "progress.rs"]
+pub mod progress;
+
+use std::collections::BTreeMap;
+use std::io::{BufWriter, Write};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use arrow_array::RecordBatch;
+use arrow_cast::display::{ArrayFormatter, FormatOptions};
+use fjord_client::scanner::{ScanBucket, StartOffset};
+use fjord_client::{FlussClient, LogScanner, ScannerConfig, TableInfo, TablePath};
+
+use progress::Progress;
+
+/// Where the server is when `--bootstrap` is not given (Fluss's default port).
+pub const DEFAULT_BOOTSTRAP: &str = "127.0.0.1:9123";
+
+/// How long connecting to one bootstrap server may take before the next is tried.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Rows the `table` format lays out together: column widths are computed per
+/// group, so memory stays bounded however long the scan.
+const TABLE_GROUP_ROWS: usize = 1_000;
+
+/// Output formats of `fjord scan`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// A bordered text table, for people.
+    Table,
+    /// CSV with a header line.
+    Csv,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Arguments of `fjord scan`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Server(s) to bootstrap from, `host:port[,host:port...]`; each is tried in turn.
+    #[arg(long, default_value = DEFAULT_BOOTSTRAP)]
+    bootstrap: String,
+    /// The table to read, `database.table`.
+    #[arg(long)]
+    table: String,
+    /// Where to start in every bucket: `earliest`, `latest`, an offset, or
+    /// `ts:MILLIS` (the first record committed at or after that time).
+    #[arg(long, default_value = "earliest")]
+    from: String,
+    /// Columns to read, comma-separated, in the order to print them.
+    #[arg(long, value_delimiter = ',')]
+    columns: Option<Vec<String>>,
+    /// Stop after this many rows.
+    #[arg(long)]
+    limit: Option<u64>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    format: OutputFormat,
+    /// Read only this partition (by name, e.g. `20261130` or `2026$eu`) of a
+    /// partitioned table; without it every partition that exists at the
+    /// start is read.
+    #[arg(long)]
+    partition: Option<String>,
+    /// Keep reading new records after the end (until interrupted or --limit).
+    #[arg(long)]
+    follow: bool,
+    /// No progress line on stderr.
+    #[arg(long, short)]
+    quiet: bool,
+}
 
-/// Refuses to run: the command is not built yet.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("fjord scan is not implemented yet")
+/// Runs `fjord scan`.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let path = parse_table_path(&args.table)?;
+    let start = parse_start(&args.from)?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(scan(&args, path, start))
+}
+
+/// Parses `database.table`.
+pub fn parse_table_path(text: &str) -> anyhow::Result<TablePath> {
+    match text.split_once('.') {
+        Some((db, table)) if !db.is_empty() && !table.is_empty() && !table.contains('.') => {
+            Ok(TablePath::new(db, table))
+        }
+        _ => bail!("--table {text:?} is not of the form database.table"),
+    }
+}
+
+/// Connects a client to the first reachable server of a comma-separated
+/// bootstrap list (the client tries each in turn).
+pub async fn connect(bootstrap: &str) -> anyhow::Result<FlussClient> {
+    let servers: Vec<String> = bootstrap
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if servers.is_empty() {
+        bail!("--bootstrap {bootstrap:?} names no server");
+    }
+    match tokio::time::timeout(CONNECT_TIMEOUT, FlussClient::connect(&servers)).await {
+        Ok(client) => Ok(client?),
+        Err(_) => bail!("no answer from {bootstrap} within {CONNECT_TIMEOUT:?}"),
+    }
+}
+
+fn parse_start(text: &str) -> anyhow::Result<StartOffset> {
+    Ok(match text {
+        "earliest" => StartOffset::Earliest,
+        "latest" => StartOffset::Latest,
+        _ => match text.strip_prefix("ts:") {
+            Some(ms) => StartOffset::Timestamp(ms.parse().with_context(|| {
+                format!("--from {text:?}: ts: takes milliseconds since the epoch")
+            })?),
+            None => match text.parse::<i64>() {
+                Ok(offset) if offset >= 0 => StartOffset::Offset(offset),
+                _ => bail!(
+                    "--from {text:?} is not earliest, latest, a non-negative offset or ts:MILLIS"
+                ),
+            },
+        },
+    })
+}
+
+/// Column indexes of `names` in the table, in the order given.
+fn projection(table: &TableInfo, names: &[String]) -> anyhow::Result<Vec<usize>> {
+    let columns = table.descriptor.schema().columns();
+    names
+        .iter()
+        .map(|name| {
+            columns
+                .iter()
+                .position(|c| c.name == *name)
+                .with_context(|| {
+                    let all: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
+                    format!(
+                        "--columns: {} has no column {name:?} (it has {})",
+                        table.path,
+                        all.join(", ")
+                    )
+                })
+        })
+        .collect()
+}
+
+async fn scan(args: &Args, path: TablePath, start: StartOffset) -> anyhow::Result<()> {
+    let client = connect(&args.bootstrap).await?;
+    let table = client
+        .table_info(&path)
+        .await
+        .with_context(|| format!("cannot find table {path}"))?;
+    let config = ScannerConfig {
+        projection: args
+            .columns
+            .as_deref()
+            .map(|names| projection(&table, names))
+            .transpose()?,
+        ..ScannerConfig::default()
+    };
+    let mut scanner = subscribe(&client, &table, config, args, start).await?;
+
+    let stdout = std::io::stdout();
+    let mut sink = Sink::new(args.format, BufWriter::new(stdout.lock()));
+    let mut progress = Progress::new("read", args.quiet);
+    let mut remaining = args.limit.unwrap_or(u64::MAX);
+    let mut done = Vec::new();
+    while remaining > 0 && scanner.subscriptions().next().is_some() {
+        let batches = scanner.poll().await?;
+        for scanned in &batches {
+            let mut records = scanned.records().clone();
+            if records.num_rows() as u64 > remaining {
+                records = records.slice(0, remaining as usize);
+            }
+            remaining -= records.num_rows() as u64;
+            progress.add(records.num_rows(), records.get_array_memory_size());
+            if let Err(e) = sink.write(&records) {
+                progress.clear();
+                return if is_broken_pipe(&e) { Ok(()) } else { Err(e) };
+            }
+            if remaining == 0 {
+                break;
+            }
+        }
+        // A bucket that reached the end it had at the start is done.
+        done.clear();
+        done.extend(scanner.subscriptions().filter(|&key| {
+            let end = scanner.end(key);
+            scanner.position(key).is_some_and(|p| p >= end)
+        }));
+        for &key in &done {
+            scanner.unsubscribe(key);
+        }
+    }
+    progress.clear();
+    match sink.finish() {
+        Err(e) if is_broken_pipe(&e) => Ok(()),
+        other => other,
+    }
+}
+
+/// A scanner with its end offsets: the high watermark each bucket had when
+/// the scan started (`i64::MAX` with `--follow`).
+struct Scan {
+    scanner: LogScanner,
+    ends: BTreeMap<ScanBucket, i64>,
+}
+
+impl std::ops::Deref for Scan {
+    type Target = LogScanner;
+    fn deref(&self) -> &LogScanner {
+        &self.scanner
+    }
+}
+
+impl std::ops::DerefMut for Scan {
+    fn deref_mut(&mut self) -> &mut LogScanner {
+        &mut self.scanner
+    }
+}
+
+impl Scan {
+    fn end(&self, key: ScanBucket) -> i64 {
+        self.ends.get(&key).copied().unwrap_or(i64::MAX)
+    }
+}
+
+/// Subscribes every bucket (of every partition, or of `--partition`) from
+/// `start`, skipping buckets with nothing between the start and the end.
+async fn subscribe(
+    client: &FlussClient,
+    table: &TableInfo,
+    config: ScannerConfig,
+    args: &Args,
+    start: StartOffset,
+) -> anyhow::Result<Scan> {
+    if !table.is_partitioned() {
+        if let Some(name) = &args.partition {
+            bail!(
+                "{} is not partitioned: --partition {name:?} does not apply",
+                table.path
+            );
+        }
+        let route = client.table_route(table).await?;
+        let mut scan = Scan {
+            scanner: LogScanner::new(table.clone(), route, config)?,
+            ends: BTreeMap::new(),
+        };
+        for bucket in 0..table.bucket_count() {
+            let from = scan.resolve_offset(bucket, start).await?;
+            let end = match args.follow {
+                true => i64::MAX,
+                false => scan.resolve_offset(bucket, StartOffset::Latest).await?,
+            };
+            if from < end {
+                scan.subscribe(bucket, from)?;
+            }
+            scan.ends.insert(ScanBucket::new(bucket), end);
+        }
+        return Ok(scan);
+    }
+    let mut partitions = client.admin().list_partitions(&table.path, None).await?;
+    if let Some(name) = &args.partition {
+        partitions.retain(|p| p.name == *name);
+        if partitions.is_empty() {
+            bail!(
+                "{} has no partition {name:?} (see fjord partitions list)",
+                table.path
+            );
+        }
+    }
+    let mut scan = Scan {
+        scanner: LogScanner::new_partitioned(table.clone(), config)?,
+        ends: BTreeMap::new(),
+    };
+    for partition in &partitions {
+        let id = partition.partition_id;
+        let route = client.partition_route(table, id).await?;
+        for bucket in 0..route.bucket_count() {
+            let from = scan
+                .resolve_partition_offset(id, &route, bucket, start)
+                .await?;
+            let end = match args.follow {
+                true => i64::MAX,
+                false => {
+                    scan.resolve_partition_offset(id, &route, bucket, StartOffset::Latest)
+                        .await?
+                }
+            };
+            if from < end {
+                scan.subscribe_partition(id, route.clone(), bucket, from)?;
+            }
+            scan.ends.insert(ScanBucket::of_partition(id, bucket), end);
+        }
+    }
+    Ok(scan)
+}
+
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            || cause
+                .downcast_ref::<arrow_schema::ArrowError>()
+                .is_some_and(|e| matches!(e, arrow_schema::ArrowError::IoError(_, io) if io.kind() == std::io::ErrorKind::BrokenPipe))
+    })
+}
+
+/// Where scanned batches go, in the chosen format. One per run; the CSV
+/// writer is boxed to keep the enum small.
+enum Sink<W: Write> {
+    Table(TableSink<W>),
+    Csv(Box<arrow_csv::Writer<W>>),
+    Json(arrow_json::LineDelimitedWriter<W>),
+}
+
+impl<W: Write> Sink<W> {
+    fn new(format: OutputFormat, out: W) -> Self {
+        match format {
+            OutputFormat::Table => Sink::Table(TableSink::new(out)),
+            OutputFormat::Csv => Sink::Csv(Box::new(
+                arrow_csv::WriterBuilder::new().with_header(true).build(out),
+            )),
+            OutputFormat::Json => Sink::Json(arrow_json::LineDelimitedWriter::new(out)),
+        }
+    }
+
+    fn write(&mut self, batch: &RecordBatch) -> anyhow::Result<()> {
+        match self {
+            Sink::Table(t) => t.write(batch)?,
+            Sink::Csv(w) => w.write(batch)?,
+            Sink::Json(w) => w.write(batch)?,
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> anyhow::Result<()> {
+        match self {
+            Sink::Table(t) => t.finish()?,
+            Sink::Csv(w) => w.into_inner().flush()?,
+            Sink::Json(mut w) => {
+                w.finish()?;
+                w.into_inner().flush()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A bordered text table, printed a group of [`TABLE_GROUP_ROWS`] rows at a
+/// time. Cells are formatted to text once each (this format is for people
+/// and small outputs; CSV and JSON stream without it).
+struct TableSink<W: Write> {
+    out: W,
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+    options: FormatOptions<'static>,
+}
+
+impl<W: Write> TableSink<W> {
+    fn new(out: W) -> Self {
+        Self {
+            out,
+            header: Vec::new(),
+            rows: Vec::new(),
+            options: FormatOptions::default().with_null("NULL"),
+        }
+    }
+
+    fn write(&mut self, batch: &RecordBatch) -> anyhow::Result<()> {
+        if self.header.is_empty() {
+            self.header = batch
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
+        }
+        let formatters = batch
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &self.options))
+            .collect::<Result<Vec<_>, _>>()?;
+        for row in 0..batch.num_rows() {
+            self.rows.push(
+                formatters
+                    .iter()
+                    .map(|f| f.value(row).to_string())
+                    .collect(),
+            );
+            if self.rows.len() >= TABLE_GROUP_ROWS {
+                self.print_group()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn print_group(&mut self) -> std::io::Result<()> {
+        let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
+        for row in &self.rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let rule = |out: &mut W| -> std::io::Result<()> {
+            for w in &widths {
+                write!(out, "+{}", "-".repeat(w + 2))?;
+            }
+            writeln!(out, "+")
+        };
+        let line = |out: &mut W, cells: &[String]| -> std::io::Result<()> {
+            for (cell, w) in cells.iter().zip(&widths) {
+                let pad = w - cell.chars().count();
+                write!(out, "| {cell}{} ", " ".repeat(pad))?;
+            }
+            writeln!(out, "|")
+        };
+        rule(&mut self.out)?;
+        line(&mut self.out, &self.header)?;
+        rule(&mut self.out)?;
+        for row in &self.rows {
+            line(&mut self.out, row)?;
+        }
+        rule(&mut self.out)?;
+        self.rows.clear();
+        Ok(())
+    }
+
+    fn finish(mut self) -> std::io::Result<()> {
+        if self.header.is_empty() {
+            // Nothing was read: say so rather than print nothing.
+            writeln!(self.out, "(no rows)")?;
+        } else if !self.rows.is_empty() {
+            self.print_group()?;
+        }
+        self.out.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_offsets_parse_from_every_spelling() {
+        let check = |text: &str, expected: StartOffset| {
+            assert_eq!(parse_start(text).unwrap(), expected, "{text}");
+        };
+        check("earliest", StartOffset::Earliest);
+        check("latest", StartOffset::Latest);
+        check("42", StartOffset::Offset(42));
+        check(
+            "ts:1700000000000",
+            StartOffset::Timestamp(1_700_000_000_000),
+        );
+        for bad in ["-1", "ts:soon", "first", ""] {
+            assert!(parse_start(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn table_paths_need_a_database_and_a_table() {
+        assert_eq!(parse_table_path("db.t").unwrap(), TablePath::new("db", "t"));
+        for bad in ["t", ".t", "db.", "a.b.c"] {
+            assert!(parse_table_path(bad).is_err(), "{bad}");
+        }
+    }
 }

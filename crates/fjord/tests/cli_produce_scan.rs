@@ -1,0 +1,464 @@
+//! `fjord produce` and `fjord scan` as a user runs them, against a real
+//! `fjord server`: CSV and JSON lines in, every output format out, with
+//! projection, limits, start offsets and timestamps; bad input and unknown
+//! tables fail with a non-zero exit and a message that says where.
+
+mod support;
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use fjord_client::{Admin, ServerConnection, TablePath};
+use fjord_format::schema::{DatabaseDescriptor, Schema, TableDescriptor, TableDistribution};
+use fjord_format::types::DataType;
+use support::FjordServer;
+
+const DATABASE: &str = "cli";
+
+fn now_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as i64
+}
+
+/// Runs the `fjord` binary with `args`, feeding `stdin`.
+fn fjord(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fjord"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn fjord");
+    let mut input = child.stdin.take().expect("stdin is piped");
+    let data = stdin.as_bytes().to_vec();
+    let feeder = std::thread::spawn(move || {
+        // The command may stop reading early (bad input): ignore EPIPE.
+        let _ = input.write_all(&data);
+    });
+    let output = child.wait_with_output().expect("wait for fjord");
+    feeder.join().expect("stdin feeder");
+    output
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).expect("utf-8 stdout")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).expect("utf-8 stderr")
+}
+
+/// Runs a command that must succeed; returns its stdout.
+fn ok(args: &[&str], stdin: &str) -> String {
+    let output = fjord(args, stdin);
+    assert!(
+        output.status.success(),
+        "fjord {args:?} failed ({}):\n{}",
+        output.status,
+        stderr(&output)
+    );
+    stdout(&output)
+}
+
+/// Runs a command that must fail; returns its stderr.
+fn fails(args: &[&str], stdin: &str) -> String {
+    let output = fjord(args, stdin);
+    assert!(
+        !output.status.success(),
+        "fjord {args:?} succeeded, expected a failure; stdout:\n{}",
+        stdout(&output)
+    );
+    stderr(&output)
+}
+
+/// Creates `cli.<name>` (id BIGINT NOT NULL, name STRING, score DOUBLE,
+/// ts TIMESTAMP(3)) with `buckets` buckets.
+fn create_table(server: &FjordServer, name: &str, buckets: i32) {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let connection = ServerConnection::connect(&server.bootstrap_servers())
+            .await
+            .expect("connect");
+        let admin = Admin::new(connection);
+        admin
+            .create_database(DATABASE, &DatabaseDescriptor::default(), true)
+            .await
+            .expect("create database");
+        let schema = Schema::builder()
+            .column("id", DataType::bigint().not_null())
+            .column("name", DataType::string())
+            .column("score", DataType::double())
+            .column("ts", DataType::timestamp(3).expect("precision"))
+            .build()
+            .expect("schema");
+        let descriptor = TableDescriptor::new(
+            schema,
+            None,
+            Vec::new(),
+            Some(TableDistribution {
+                bucket_count: Some(buckets),
+                bucket_keys: Vec::new(),
+            }),
+            Default::default(),
+            Default::default(),
+        )
+        .expect("descriptor");
+        admin
+            .create_table(&TablePath::new(DATABASE, name), &descriptor, false)
+            .await
+            .expect("create table");
+    });
+}
+
+const CSV: &str = "\
+id,name,score,ts
+1,alice,1.5,2026-11-30T10:00:00.001
+2,bob,,2026-11-30T10:00:00.002
+
+3,carol,3.25,2026-11-30T10:00:00.003
+";
+
+const JSON: &str = r#"{"id": 10, "name": "dave", "score": 0.5, "ts": "2026-11-30T11:00:00.010"}
+{"id": 11, "name": null, "score": 2.0, "ts": "2026-11-30T11:00:00.011"}
+"#;
+
+/// The `id`s printed by a CSV scan whose first column is `id`, sorted.
+fn csv_ids(out: &str) -> Vec<i64> {
+    let mut ids: Vec<i64> = out
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').next().unwrap().parse().expect("id"))
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+#[test]
+fn produced_csv_and_json_lines_scan_back_in_every_format() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = FjordServer::start(dir.path());
+    let bootstrap = server.bootstrap_servers();
+    create_table(&server, "people", 2);
+    let table = "cli.people";
+    let base = ["--bootstrap", bootstrap.as_str(), "--table", table];
+
+    let file = dir.path().join("people.csv");
+    std::fs::write(&file, CSV).expect("write csv");
+    let produce_csv: Vec<&str> = ["produce"]
+        .into_iter()
+        .chain(base)
+        .chain([
+            "--format",
+            "csv",
+            "--header",
+            "--quiet",
+            file.to_str().unwrap(),
+        ])
+        .collect();
+    let output = fjord(&produce_csv, "");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("produced 3 rows"),
+        "summary: {}",
+        stderr(&output)
+    );
+    let produce_json: Vec<&str> = ["produce"]
+        .into_iter()
+        .chain(base)
+        .chain(["--format", "json", "-"])
+        .collect();
+    ok(&produce_json, JSON);
+
+    // CSV: every row, header first, nulls empty.
+    let scan = |extra: &[&str]| -> String {
+        let args: Vec<&str> = ["scan"]
+            .into_iter()
+            .chain(base)
+            .chain(["--quiet"])
+            .chain(extra.iter().copied())
+            .collect();
+        ok(&args, "")
+    };
+    let csv = scan(&["--format", "csv"]);
+    assert_eq!(csv.lines().next(), Some("id,name,score,ts"), "{csv}");
+    assert_eq!(csv_ids(&csv), vec![1, 2, 3, 10, 11]);
+    assert!(csv.contains("2,bob,,2026-11-30T10:00:00.002"), "{csv}");
+
+    // JSON lines: one object per row, the null name left out.
+    let json = scan(&["--format", "json"]);
+    let rows: Vec<serde_json::Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    assert_eq!(rows.len(), 5);
+    let dave = rows.iter().find(|r| r["id"] == 10).expect("dave");
+    assert_eq!(dave["name"], "dave");
+    assert_eq!(dave["score"], 0.5);
+    let eleven = rows.iter().find(|r| r["id"] == 11).expect("row 11");
+    assert!(eleven.get("name").is_none() || eleven["name"].is_null());
+
+    // Table: a header row and every name.
+    let pretty = scan(&[]);
+    assert!(pretty.lines().any(|l| l.contains("| id ")), "{pretty}");
+    for name in ["alice", "bob", "carol", "dave", "NULL"] {
+        assert!(pretty.contains(name), "{name} missing from\n{pretty}");
+    }
+
+    // Projection in a different order than the table's.
+    let projected = scan(&["--format", "csv", "--columns", "name,id"]);
+    assert_eq!(projected.lines().next(), Some("name,id"), "{projected}");
+    assert!(projected.lines().any(|l| l == "carol,3"), "{projected}");
+
+    // Limit.
+    let limited = scan(&["--format", "csv", "--limit", "2"]);
+    assert_eq!(limited.lines().count(), 1 + 2, "{limited}");
+
+    // From latest: nothing; from past the end: nothing, and no error.
+    assert_eq!(
+        scan(&["--format", "csv", "--from", "latest"])
+            .lines()
+            .count(),
+        0
+    );
+    assert_eq!(
+        scan(&["--format", "csv", "--from", "1000"]).lines().count(),
+        0
+    );
+    let all = csv_ids(&csv).len();
+
+    // From a timestamp: everything was committed after the distant past; a
+    // time in the future is refused by the server, and the message says so.
+    assert_eq!(
+        csv_ids(&scan(&["--format", "csv", "--from", "ts:0"])).len(),
+        all
+    );
+    let future: Vec<&str> = ["scan"]
+        .into_iter()
+        .chain(base)
+        .chain(["--from", "ts:4102444800000"])
+        .collect();
+    let message = fails(&future, "");
+    assert!(message.contains("future"), "{message}");
+}
+
+#[test]
+fn a_scan_from_an_offset_starts_there() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = FjordServer::start(dir.path());
+    let bootstrap = server.bootstrap_servers();
+    create_table(&server, "ordered", 1);
+    let base = ["--bootstrap", bootstrap.as_str(), "--table", "cli.ordered"];
+    let produce: Vec<&str> = ["produce"]
+        .into_iter()
+        .chain(base)
+        .chain(["--header", "-q"])
+        .collect();
+    ok(&produce, CSV);
+    ok(&produce, CSV);
+    let scan = |from: &str| -> Vec<i64> {
+        let args: Vec<&str> = ["scan"]
+            .into_iter()
+            .chain(base)
+            .chain(["-q", "--format", "csv", "--from", from])
+            .collect();
+        // One bucket: offsets are the order of the rows as produced.
+        ok(&args, "")
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').next().unwrap().parse().expect("id"))
+            .collect()
+    };
+    assert_eq!(scan("earliest"), vec![1, 2, 3, 1, 2, 3]);
+
+    // A third input after the clock passed a point later than every commit
+    // so far: scanning from that point returns the third input only.
+    let between = now_millis() + 1;
+    while now_millis() <= between {
+        std::thread::yield_now();
+    }
+    ok(
+        &produce,
+        "id,name,score,ts\n7,gina,7.0,2026-11-30T12:00:00\n",
+    );
+    assert_eq!(scan(&format!("ts:{between}")), vec![7]);
+    assert_eq!(scan("earliest").len(), 7);
+    assert_eq!(scan("1"), vec![2, 3, 1, 2, 3, 7]);
+    assert_eq!(scan("4"), vec![2, 3, 7]);
+    assert_eq!(scan("7"), Vec::<i64>::new());
+}
+
+#[test]
+fn bad_input_fails_naming_the_line_and_column() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = FjordServer::start(dir.path());
+    let bootstrap = server.bootstrap_servers();
+    create_table(&server, "strict", 1);
+    let produce = |format: &str| -> Vec<String> {
+        [
+            "produce",
+            "--bootstrap",
+            &bootstrap,
+            "--table",
+            "cli.strict",
+            "--format",
+            format,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let args = produce("csv");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let csv = "1,a,1.0,2026-11-30T10:00:00\n2,b,oops,2026-11-30T10:00:00\n";
+    let message = fails(&args, csv);
+    assert!(message.contains("line 2"), "{message}");
+    assert!(message.contains("score"), "{message}");
+
+    let args = produce("json");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let json = "{\"id\": 1}\n\n{\"id\": \"x\"}\n";
+    let message = fails(&args, json);
+    assert!(message.contains("line 3"), "{message}");
+    assert!(message.contains("id"), "{message}");
+    let unknown = fails(&args, "{\"id\": 1, \"nope\": 2}\n");
+    assert!(
+        unknown.contains("line 1") && unknown.contains("nope"),
+        "{unknown}"
+    );
+
+    // Nothing of a failed input was written: the bad line was in the first batch.
+    let out = ok(
+        &[
+            "scan",
+            "--bootstrap",
+            &bootstrap,
+            "--table",
+            "cli.strict",
+            "--format",
+            "csv",
+            "-q",
+        ],
+        "",
+    );
+    assert_eq!(out.lines().count(), 0, "{out}");
+}
+
+#[test]
+fn unknown_tables_and_columns_are_clear_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = FjordServer::start(dir.path());
+    let bootstrap = server.bootstrap_servers();
+    create_table(&server, "known", 1);
+
+    let message = fails(
+        &["scan", "--bootstrap", &bootstrap, "--table", "cli.nope"],
+        "",
+    );
+    assert!(message.contains("cli.nope"), "{message}");
+    let message = fails(
+        &["produce", "--bootstrap", &bootstrap, "--table", "cli.nope"],
+        "1,a,1.0,2026-11-30T10:00:00\n",
+    );
+    assert!(message.contains("cli.nope"), "{message}");
+    let message = fails(
+        &[
+            "scan",
+            "--bootstrap",
+            &bootstrap,
+            "--table",
+            "cli.known",
+            "--columns",
+            "id,missing",
+        ],
+        "",
+    );
+    assert!(message.contains("missing"), "{message}");
+    let message = fails(
+        &[
+            "scan",
+            "--bootstrap",
+            &bootstrap,
+            "--table",
+            "cli.known",
+            "--columns",
+            "id,id",
+        ],
+        "",
+    );
+    assert!(message.contains("twice"), "{message}");
+}
+
+#[test]
+fn partitioned_tables_are_produced_by_row_and_scanned_whole_or_by_partition() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = FjordServer::start(dir.path());
+    let bootstrap = server.bootstrap_servers();
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let connection = ServerConnection::connect(&bootstrap)
+            .await
+            .expect("connect");
+        let admin = Admin::new(connection);
+        admin
+            .create_database(DATABASE, &DatabaseDescriptor::default(), true)
+            .await
+            .expect("create database");
+        let schema = Schema::builder()
+            .column("id", DataType::bigint().not_null())
+            .column("dt", DataType::string().not_null())
+            .build()
+            .expect("schema");
+        let descriptor = TableDescriptor::new(
+            schema,
+            None,
+            vec!["dt".to_owned()],
+            Some(TableDistribution {
+                bucket_count: Some(2),
+                bucket_keys: Vec::new(),
+            }),
+            Default::default(),
+            Default::default(),
+        )
+        .expect("descriptor");
+        admin
+            .create_table(&TablePath::new(DATABASE, "events"), &descriptor, false)
+            .await
+            .expect("create table");
+    });
+    let base = ["--bootstrap", bootstrap.as_str(), "--table", "cli.events"];
+    let produce: Vec<&str> = ["produce"]
+        .into_iter()
+        .chain(base)
+        .chain(["--format", "json", "-q"])
+        .collect();
+    // The writer creates each partition on first use.
+    ok(
+        &produce,
+        "{\"id\": 1, \"dt\": \"20261129\"}\n{\"id\": 2, \"dt\": \"20261130\"}\n{\"id\": 3, \"dt\": \"20261130\"}\n",
+    );
+    let scan = |extra: &[&str]| -> Vec<i64> {
+        let args: Vec<&str> = ["scan"]
+            .into_iter()
+            .chain(base)
+            .chain(["-q", "--format", "csv"])
+            .chain(extra.iter().copied())
+            .collect();
+        csv_ids(&ok(&args, ""))
+    };
+    assert_eq!(scan(&[]), vec![1, 2, 3]);
+    assert_eq!(scan(&["--partition", "20261130"]), vec![2, 3]);
+    assert_eq!(
+        scan(&["--partition", "20261129", "--columns", "id"]),
+        vec![1]
+    );
+    let args: Vec<&str> = ["scan"]
+        .into_iter()
+        .chain(base)
+        .chain(["--partition", "19990101"])
+        .collect();
+    let message = fails(&args, "");
+    assert!(message.contains("19990101"), "{message}");
+}
