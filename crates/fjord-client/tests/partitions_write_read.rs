@@ -1,0 +1,231 @@
+//! Rows through the native writer into a partitioned table, against an
+//! in-process server: partitions created dynamically (each once, even with
+//! several writers racing), every row read back from its own partition only,
+//! and a clear refusal when dynamic creation is disabled.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use arrow_array::{Array, Int64Array, StringArray};
+use fjord_client::row::Datum;
+use fjord_client::{FlussClient, LogScanner, ScannerConfig, TableInfo, TablePath, WriterConfig};
+use fjord_format::schema::{DatabaseDescriptor, Schema, TableDescriptor, TableDistribution};
+use fjord_format::types::DataType;
+use fjord_proto::ErrorCode;
+use fjord_server::{Server, ServerConfig};
+use tokio::sync::oneshot;
+
+/// Bound on every step, so a server that never answers fails the test
+/// instead of hanging it.
+const STEP: Duration = Duration::from_secs(60);
+/// Buckets per partition: more than one, so rows of a partition spread.
+const BUCKETS: i32 = 2;
+const DAYS: [&str; 5] = ["20261201", "20261202", "20261203", "20261204", "20261205"];
+
+struct Running {
+    client: FlussClient,
+    stop: Option<oneshot::Sender<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+async fn start() -> Running {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::bind(
+        ServerConfig::with_data_dir(dir.path().to_owned()),
+        "127.0.0.1:0",
+    )
+    .await
+    .expect("server starts");
+    let addr = server.local_addr().to_string();
+    let (stop, stopped) = oneshot::channel();
+    tokio::spawn(server.run(async {
+        let _ = stopped.await;
+    }));
+    let client = FlussClient::connect(&[addr]).await.expect("connect");
+    Running {
+        client,
+        stop: Some(stop),
+        _dir: dir,
+    }
+}
+
+/// `db.<name>`: `id BIGINT, dt STRING`, partitioned by `dt`.
+async fn create_table(client: &FlussClient, name: &str) -> TableInfo {
+    let schema = Schema::builder()
+        .column("id", DataType::bigint())
+        .column("dt", DataType::string())
+        .build()
+        .expect("schema");
+    let descriptor = TableDescriptor::new(
+        schema,
+        None,
+        vec!["dt".to_owned()],
+        Some(TableDistribution {
+            bucket_count: Some(BUCKETS),
+            bucket_keys: Vec::new(),
+        }),
+        BTreeMap::new(),
+        BTreeMap::new(),
+    )
+    .expect("descriptor");
+    let admin = client.admin();
+    admin
+        .create_database("db", &DatabaseDescriptor::default(), true)
+        .await
+        .expect("create database");
+    let path = TablePath::new("db", name);
+    admin
+        .create_table(&path, &descriptor, false)
+        .await
+        .expect("create table");
+    client.table_info(&path).await.expect("table info")
+}
+
+/// Reads every row of one partition (all buckets from offset 0) until
+/// `expected` rows arrived; returns (id, dt) of each.
+async fn read_partition(
+    client: &FlussClient,
+    table: &TableInfo,
+    partition_id: i64,
+    expected: usize,
+) -> Vec<(i64, String)> {
+    let mut scanner =
+        LogScanner::new_partitioned(table.clone(), ScannerConfig::default()).expect("scanner");
+    let route = client
+        .partition_route(table, partition_id)
+        .await
+        .expect("partition route");
+    for bucket in 0..BUCKETS {
+        scanner
+            .subscribe_partition(partition_id, route.clone(), bucket, 0)
+            .expect("subscribe");
+    }
+    let deadline = Instant::now() + STEP;
+    let mut rows = Vec::new();
+    while rows.len() < expected {
+        assert!(
+            Instant::now() < deadline,
+            "partition {partition_id}: {} of {expected} rows within {STEP:?}",
+            rows.len()
+        );
+        for batch in scanner.poll().await.expect("poll") {
+            assert_eq!(batch.partition_id, Some(partition_id));
+            let records = batch.records();
+            let ids = records
+                .column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .expect("id column");
+            let dts = records
+                .column(1)
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .expect("dt column");
+            for i in 0..records.num_rows() {
+                rows.push((ids.value(i), dts.value(i).to_owned()));
+            }
+        }
+    }
+    rows
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_writers_create_each_partition_once_and_rows_stay_in_their_partition() {
+    const WRITERS: i64 = 4;
+    const ROWS_PER_DAY: i64 = 50;
+    let s = start().await;
+    let table = create_table(&s.client, "events").await;
+
+    let mut tasks = Vec::new();
+    for writer in 0..WRITERS {
+        let client = s.client.clone();
+        let path = table.path.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut w = client
+                .append_writer(&path, WriterConfig::default())
+                .await
+                .expect("writer");
+            // Each writer starts on a different day, so writers race on
+            // creating every partition.
+            for i in 0..ROWS_PER_DAY * DAYS.len() as i64 {
+                let day = (i + writer) as usize % DAYS.len();
+                let id = writer * 1_000_000 + i;
+                w.append(&[Datum::BigInt(id), Datum::String(DAYS[day])][..])
+                    .await
+                    .expect("append");
+            }
+            tokio::time::timeout(STEP, w.flush())
+                .await
+                .expect("flush in time")
+                .expect("flush");
+        }));
+    }
+    for task in tasks {
+        task.await.expect("writer task");
+    }
+
+    let partitions = s
+        .client
+        .admin()
+        .list_partitions(&table.path, None)
+        .await
+        .expect("list");
+    let mut names: Vec<&str> = partitions.iter().map(|p| p.name.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, DAYS, "exactly one partition per day");
+
+    let per_partition = (WRITERS * ROWS_PER_DAY) as usize;
+    let mut seen_ids = HashMap::new();
+    for p in &partitions {
+        let rows = read_partition(&s.client, &table, p.partition_id, per_partition).await;
+        assert_eq!(rows.len(), per_partition, "partition {}", p.name);
+        for (id, dt) in rows {
+            assert_eq!(dt, p.name, "row {id} read from partition {}", p.name);
+            assert!(seen_ids.insert(id, dt).is_none(), "row {id} read twice");
+        }
+    }
+    assert_eq!(seen_ids.len(), per_partition * DAYS.len());
+}
+
+#[tokio::test]
+async fn writer_without_dynamic_creation_refuses_a_row_for_a_missing_partition() {
+    let s = start().await;
+    let table = create_table(&s.client, "static").await;
+    let config =
+        WriterConfig::from_options([("client.writer.dynamic-create-partition.enabled", "false")])
+            .expect("config");
+    let mut w = s
+        .client
+        .append_writer(&table.path, config)
+        .await
+        .expect("writer");
+    let outcome = match w
+        .append(&[Datum::BigInt(1), Datum::String("20261130")][..])
+        .await
+    {
+        Ok(()) => w.flush().await,
+        Err(e) => Err(e),
+    };
+    let error = outcome.expect_err("missing partition refused");
+    assert_eq!(
+        error.error_code(),
+        Some(ErrorCode::PartitionNotExists),
+        "{error}"
+    );
+    assert!(error.to_string().contains("20261130"), "{error}");
+    let listed = s
+        .client
+        .admin()
+        .list_partitions(&table.path, None)
+        .await
+        .expect("list");
+    assert!(listed.is_empty(), "nothing created: {listed:?}");
+}
