@@ -6,7 +6,10 @@
 //!   multi-column keys; rows fluss-rs writes to tables with bucket keys sit
 //!   in exactly the bucket the native `BucketAssigner` computes for them.
 //! - Rows: every supported type written by fluss-rs (from batches made by the
-//!   native `RowBatchBuilder`) reads back unchanged through the native scanner.
+//!   native `RowBatchBuilder`) reads back unchanged through the native
+//!   scanner, and every type written row by row through the native
+//!   `AppendWriter` reads back unchanged through both the native scanner and
+//!   fluss-rs's scanner. The native writer puts hashed rows where fluss-rs does.
 
 mod support;
 
@@ -15,11 +18,14 @@ use arrow::compute::{concat_batches, sort_to_indices, take_record_batch};
 use fjord_client::bucket::key::KeyEncoder;
 use fjord_client::bucket::{BatchBuckets, BucketAssigner, NoKeyAssigner};
 use fjord_client::row::{Datum, RowBatchBuilder, Timestamp};
-use fjord_client::{Admin, LogScanner, ScanBatch, ScannerConfig, ServerConnection, TableRoute};
+use fjord_client::{
+    Admin, FlussClient, LogScanner, ScanBatch, ScannerConfig, ServerConnection, TableRoute,
+    WriterConfig,
+};
 use fjord_format::arrow_schema::to_arrow_schema;
 use fjord_format::schema::Schema as FjordSchema;
 use fjord_format::types::DataType as FjordType;
-use fluss::client::{FlussConnection, FlussTable};
+use fluss::client::{FlussConnection, FlussTable, EARLIEST_OFFSET};
 use fluss::config::Config;
 use fluss::metadata::{
     DataType as FlussType, DataTypes, Schema as FlussSchema, TableDescriptor, TablePath,
@@ -30,6 +36,9 @@ use fluss::row::{
     TimestampLtz as FlussLtz, TimestampNtz as FlussNtz,
 };
 use support::{FjordServer, STEP_TIMEOUT};
+
+/// How long one fluss-rs `poll` waits for data before the loop checks its deadline.
+const POLL_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Buckets of the hashed test tables: prime and more than a few, so a wrong
 /// hash or a wrong modulus moves most keys.
@@ -456,6 +465,31 @@ async fn fluss_write(
     }
 }
 
+/// Writes `rows` row by row through the native writer's row API, then
+/// flushes (every row acknowledged, or the first error).
+async fn native_write(server: &FjordServer, db: &str, table: &str, rows: &[Vec<Value>]) {
+    let client = FlussClient::connect(&[server.addr().to_string()])
+        .await
+        .expect("native client connects");
+    let mut writer = client
+        .append_writer(
+            &fjord_client::TablePath::new(db, table),
+            WriterConfig::default(),
+        )
+        .await
+        .expect("native append writer");
+    let mut datums: Vec<Datum<'_>> = Vec::new();
+    for values in rows {
+        datums.clear();
+        datums.extend(values.iter().map(Value::fjord));
+        writer.append(&datums[..]).await.expect("native append");
+    }
+    writer
+        .flush()
+        .await
+        .expect("native flush: every row acknowledged");
+}
+
 /// Native handles on one table: its info and leader route.
 struct NativeTable {
     info: fjord_client::TableInfo,
@@ -560,13 +594,16 @@ async fn rows_fluss_rs_writes_sit_in_the_bucket_the_native_assigner_picks() {
             .await;
         let table = server.step("get table", conn.get_table(&path)).await;
         fluss_write(&server, &table, &fjord, &rows, 40).await;
+        // The same rows again through the native writer, which routes by
+        // the native assigner: both copies of a key must share a bucket.
+        native_write(&server, db, &name, &rows).await;
 
         let native = native_table(&server, db, &name).await;
         let mut assigner =
             BucketAssigner::new(&native.info, NoKeyAssigner::Sticky).expect("assigner");
         assert!(assigner.needs_row(), "{keys:?} hashes");
         let mut used = [0usize; BUCKETS as usize];
-        for batch in native_scan_all(&server, &native, rows.len()).await {
+        for batch in native_scan_all(&server, &native, 2 * rows.len()).await {
             match assigner.assign_batch(&batch.records).expect("assign") {
                 BatchBuckets::Single(bucket) => assert_eq!(
                     bucket, batch.bucket,
@@ -669,4 +706,85 @@ async fn every_type_fluss_rs_writes_reads_back_through_the_native_scanner() {
     let batches: Vec<RecordBatch> = read.into_iter().map(|b| b.records).collect();
     let all = concat_batches(&schema, &batches).expect("one schema");
     assert_same_rows(&sorted_by_id(&all), &to_batch(&fjord, &rows));
+}
+
+/// Reads every bucket from the earliest offset with fluss-rs's scanner until
+/// `rows` rows arrived (bounded by [`STEP_TIMEOUT`]).
+async fn fluss_scan_all(
+    server: &FjordServer,
+    table: &FlussTable<'_>,
+    buckets: i32,
+    rows: usize,
+) -> Vec<RecordBatch> {
+    let scanner = table
+        .new_scan()
+        .create_record_batch_log_scanner()
+        .expect("fluss-rs scanner");
+    let starts = (0..buckets).map(|b| (b, EARLIEST_OFFSET)).collect();
+    server
+        .step("fluss-rs subscribe", scanner.subscribe_buckets(&starts))
+        .await;
+    let deadline = tokio::time::Instant::now() + STEP_TIMEOUT;
+    let mut batches = Vec::new();
+    let mut seen = 0;
+    while seen < rows {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "fluss-rs scan returned {seen} of {rows} rows\n--- server stderr ---\n{}",
+            server.stderr_log()
+        );
+        for batch in server.step("fluss-rs poll", scanner.poll(POLL_WAIT)).await {
+            seen += batch.num_records();
+            batches.push(batch.batch().clone());
+        }
+    }
+    assert_eq!(
+        seen, rows,
+        "fluss-rs scan returned more rows than were written"
+    );
+    batches
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_type_the_native_writer_appends_as_rows_reads_back_through_both_scanners() {
+    let dir = tempfile::tempdir().expect("temp data dir");
+    let server = FjordServer::start(dir.path());
+    let db = "interop_native_rows";
+    let conn = fluss_connect(&server).await;
+    let admin = conn.get_admin().expect("admin");
+    server
+        .step("create database", admin.create_database(db, None, false))
+        .await;
+    let (columns, rows) = typed_rows(2_000);
+    let path = TablePath::new(db, "all_types");
+    let descriptor = TableDescriptor::builder()
+        .schema(fluss_schema(&columns))
+        .distributed_by(Some(3), Vec::new())
+        .build()
+        .expect("descriptor");
+    server
+        .step(
+            "create table",
+            admin.create_table(&path, &descriptor, false),
+        )
+        .await;
+    native_write(&server, db, "all_types", &rows).await;
+
+    let fjord = fjord_schema(&columns);
+    let expected = to_batch(&fjord, &rows);
+    let schema = to_arrow_schema(&fjord);
+
+    let native = native_table(&server, db, "all_types").await;
+    let read: Vec<RecordBatch> = native_scan_all(&server, &native, rows.len())
+        .await
+        .into_iter()
+        .map(|b| b.records)
+        .collect();
+    let all = concat_batches(&schema, &read).expect("one schema");
+    assert_same_rows(&sorted_by_id(&all), &expected);
+
+    let table = server.step("get table", conn.get_table(&path)).await;
+    let read = fluss_scan_all(&server, &table, 3, rows.len()).await;
+    let all = concat_batches(read[0].schema_ref(), &read).expect("one schema");
+    assert_same_rows(&sorted_by_id(&all), &expected);
 }
