@@ -261,37 +261,9 @@ impl PartitionCache {
 }
 
 /// The outcome of one flight of [`PartitionRouter::ensure`], shared by every
-/// caller that waited on it.
-type Flight = Arc<OnceCell<std::result::Result<i64, SharedError>>>;
-
-/// A [`ClientError`] every waiter of a flight gets its own copy of.
-#[derive(Debug)]
-struct SharedError(ClientError);
-
-impl SharedError {
-    fn to_error(&self) -> ClientError {
-        match &self.0 {
-            ClientError::Server { api, error } => ClientError::Server {
-                api,
-                error: error.clone(),
-            },
-            ClientError::Io { addr, source } => ClientError::Io {
-                addr: addr.clone(),
-                source: std::io::Error::new(source.kind(), source.to_string()),
-            },
-            ClientError::ConnectionClosed { addr, api } => ClientError::ConnectionClosed {
-                addr: addr.clone(),
-                api,
-            },
-            ClientError::Protocol { api, message } => ClientError::Protocol {
-                api,
-                message: message.clone(),
-            },
-            ClientError::Invalid(message) => ClientError::Invalid(message.clone()),
-            other => ClientError::Invalid(other.to_string()),
-        }
-    }
-}
+/// caller that waited on it; each gets its own copy of an error
+/// ([`ClientError::duplicate`]).
+type Flight = Arc<OnceCell<Result<i64>>>;
 
 /// Routes rows of one partitioned table to partition ids, and creates the
 /// partitions that do not exist yet (`client.writer.dynamic-create-partition.enabled`).
@@ -411,8 +383,8 @@ impl PartitionRouter {
         let outcome = flight
             .get_or_init(|| async {
                 match tokio::time::timeout(PARTITION_FLIGHT_TIMEOUT, self.fly(&name, &spec)).await {
-                    Ok(outcome) => outcome.map_err(SharedError),
-                    Err(_) => Err(SharedError(self.flight_timed_out(&name))),
+                    Ok(outcome) => outcome,
+                    Err(_) => Err(self.flight_timed_out(&name)),
                 }
             })
             .await;
@@ -424,7 +396,7 @@ impl PartitionRouter {
                 flights.remove(&name);
             }
         }
-        outcome.as_ref().copied().map_err(SharedError::to_error)
+        outcome.as_ref().copied().map_err(ClientError::duplicate)
     }
 
     /// One flight for the missing partition `name`.
@@ -747,16 +719,5 @@ mod tests {
         assert_eq!(old.get("a"), Some(&7));
         assert_eq!(cache.get("a"), None);
         assert_eq!(cache.get("b"), Some(8));
-    }
-
-    #[test]
-    fn shared_error_copies_keep_the_fluss_error_code() {
-        let shared = SharedError(ClientError::Server {
-            api: "CREATE_PARTITION",
-            error: ErrorCode::PartitionMaxNumException.with_message("too many"),
-        });
-        let copy = shared.to_error();
-        assert_eq!(copy.error_code(), Some(ErrorCode::PartitionMaxNumException));
-        assert_eq!(copy.to_string(), shared.0.to_string());
     }
 }
