@@ -31,6 +31,8 @@
 //! poll again after fixing the cause.
 
 mod decode;
+#[cfg(test)]
+mod policy_tests;
 mod rows;
 
 pub use rows::{ScanRow, ScanRowIter, ScanRows};

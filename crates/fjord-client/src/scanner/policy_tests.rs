@@ -1,0 +1,389 @@
+//! The scanner's per-bucket error policy against a scripted fake server:
+//! each FetchLog is answered with the next scripted response, MetaData and
+//! ListOffsets with fixed answers, so every error path is reached on purpose.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use arrow_array::{Int64Array, RecordBatch};
+use bytes::{Bytes, BytesMut};
+use fjord_format::arrow_log::{ArrowCompression, ArrowLogEncoder};
+use fjord_format::arrow_schema::to_arrow_schema;
+use fjord_format::log_batch::BatchHeader;
+use fjord_format::schema::{Schema, TableDescriptor, TableDistribution};
+use fjord_format::types::DataType;
+use fjord_proto::{encode_success_response, FrameDecoder, DEFAULT_MAX_FRAME_BYTES};
+use prost::Message;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use super::*;
+use crate::admin::TablePath;
+
+const TABLE_ID: i64 = 7;
+const BUCKETS: i32 = 2;
+/// The log start the fake server reports to ListOffsets (earliest).
+const LOG_START: i64 = 5;
+
+fn table() -> TableInfo {
+    let schema = Schema::builder()
+        .column("id", DataType::bigint().not_null())
+        .build()
+        .unwrap();
+    let descriptor = TableDescriptor::new(
+        schema,
+        None,
+        Vec::new(),
+        Some(TableDistribution {
+            bucket_count: Some(BUCKETS),
+            bucket_keys: Vec::new(),
+        }),
+        Default::default(),
+        Default::default(),
+    )
+    .unwrap();
+    TableInfo {
+        path: TablePath::new("db", "t"),
+        table_id: TABLE_ID,
+        schema_id: 0,
+        descriptor,
+    }
+}
+
+/// One log batch of the ids `base..base + count`, stamped at offset `base`.
+fn records(base: i64, count: i64) -> Bytes {
+    let table = table();
+    let schema = to_arrow_schema(table.descriptor.schema());
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(Int64Array::from_iter_values(base..base + count))],
+    )
+    .unwrap();
+    let mut encoder = ArrowLogEncoder::new(schema, ArrowCompression::None).unwrap();
+    let mut out = Vec::new();
+    let header = BatchHeader::append_only(0, count as i32);
+    encoder.encode(&batch, &header, None, &mut out).unwrap();
+    out[..8].copy_from_slice(&base.to_le_bytes());
+    Bytes::from(out)
+}
+
+fn ok_bucket(bucket: i32, records: Option<Bytes>) -> pb::PbFetchLogRespForBucket {
+    pb::PbFetchLogRespForBucket {
+        bucket_id: bucket,
+        high_watermark: Some(100),
+        log_start_offset: Some(LOG_START),
+        records,
+        ..Default::default()
+    }
+}
+
+fn error_bucket(bucket: i32, code: ErrorCode) -> pb::PbFetchLogRespForBucket {
+    pb::PbFetchLogRespForBucket {
+        bucket_id: bucket,
+        error_code: Some(code.code()),
+        error_message: Some("scripted".to_owned()),
+        high_watermark: Some(100),
+        log_start_offset: Some(LOG_START),
+        ..Default::default()
+    }
+}
+
+fn fetch_response(buckets: Vec<pb::PbFetchLogRespForBucket>) -> pb::FetchLogResponse {
+    pb::FetchLogResponse {
+        tables_resp: vec![pb::PbFetchLogRespForTable {
+            table_id: TABLE_ID,
+            buckets_resp: buckets,
+        }],
+    }
+}
+
+/// A fake server: answers FetchLog from a script (empty responses once it
+/// runs out), MetaData with itself as every bucket's leader, ListOffsets
+/// with [`LOG_START`].
+struct FakeServer {
+    addr: String,
+    fetches: Arc<Mutex<VecDeque<pb::FetchLogResponse>>>,
+    metadata_requests: Arc<AtomicUsize>,
+}
+
+impl FakeServer {
+    async fn start(script: Vec<pb::FetchLogResponse>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let fetches = Arc::new(Mutex::new(VecDeque::from(script)));
+        let metadata_requests = Arc::new(AtomicUsize::new(0));
+        let (f, m) = (fetches.clone(), metadata_requests.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((socket, _)) = listener.accept().await else {
+                    return;
+                };
+                tokio::spawn(serve(socket, addr, f.clone(), m.clone()));
+            }
+        });
+        Self {
+            addr: addr.to_string(),
+            fetches,
+            metadata_requests,
+        }
+    }
+
+    async fn scanner(&self, config: ScannerConfig) -> LogScanner {
+        let connection = ServerConnection::connect(&self.addr).await.unwrap();
+        let route = TableRoute::resolve(&connection, &table()).await.unwrap();
+        LogScanner::new(table(), route, config).unwrap()
+    }
+
+    fn script(&self, response: pb::FetchLogResponse) {
+        self.fetches.lock().unwrap().push_back(response);
+    }
+}
+
+async fn serve(
+    mut socket: tokio::net::TcpStream,
+    addr: std::net::SocketAddr,
+    fetches: Arc<Mutex<VecDeque<pb::FetchLogResponse>>>,
+    metadata_requests: Arc<AtomicUsize>,
+) {
+    let decoder = FrameDecoder::new(DEFAULT_MAX_FRAME_BYTES);
+    let mut buf = BytesMut::new();
+    loop {
+        while let Ok(Some(frame)) = decoder.decode_request(&mut buf) {
+            let mut out = BytesMut::new();
+            let id = frame.header.request_id;
+            let key = frame.header.api_key;
+            if key == ApiKey::MetaData.id() {
+                metadata_requests.fetch_add(1, Ordering::SeqCst);
+                let response = pb::MetadataResponse {
+                    tablet_servers: vec![pb::PbServerNode {
+                        node_id: 0,
+                        host: addr.ip().to_string(),
+                        port: i32::from(addr.port()),
+                        ..Default::default()
+                    }],
+                    table_metadata: vec![pb::PbTableMetadata {
+                        table_id: TABLE_ID,
+                        bucket_metadata: (0..BUCKETS)
+                            .map(|b| pb::PbBucketMetadata {
+                                bucket_id: b,
+                                leader_id: Some(0),
+                                ..Default::default()
+                            })
+                            .collect(),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                };
+                encode_success_response(&mut out, id, &response).unwrap();
+            } else if key == ApiKey::ListOffsets.id() {
+                let request = pb::ListOffsetsRequest::decode(frame.body).unwrap();
+                let response = pb::ListOffsetsResponse {
+                    buckets_resp: request
+                        .bucket_id
+                        .iter()
+                        .map(|&b| pb::PbListOffsetsRespForBucket {
+                            bucket_id: b,
+                            offset: Some(LOG_START),
+                            ..Default::default()
+                        })
+                        .collect(),
+                };
+                encode_success_response(&mut out, id, &response).unwrap();
+            } else if key == ApiKey::FetchLog.id() {
+                let response = fetches
+                    .lock()
+                    .unwrap()
+                    .pop_front()
+                    .unwrap_or_else(|| fetch_response(Vec::new()));
+                encode_success_response(&mut out, id, &response).unwrap();
+            } else {
+                return;
+            }
+            if socket.write_all(&out).await.is_err() {
+                return;
+            }
+        }
+        match socket.read_buf(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+fn ids(batches: &[ScanBatch]) -> Vec<i64> {
+    batches
+        .iter()
+        .flat_map(|b| {
+            b.records
+                .column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .values()
+                .to_vec()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_leadership_error_skips_the_bucket_refreshes_the_leaders_and_retries() {
+    let server = FakeServer::start(vec![fetch_response(vec![
+        ok_bucket(0, Some(records(0, 3))),
+        error_bucket(1, ErrorCode::NotLeaderOrFollower),
+    ])])
+    .await;
+    let mut scanner = server.scanner(ScannerConfig::default()).await;
+    scanner.subscribe(0, 0).unwrap();
+    scanner.subscribe(1, 0).unwrap();
+    let first = scanner.poll().await.unwrap();
+    assert_eq!(ids(&first), vec![0, 1, 2]);
+    assert_eq!(scanner.position(ScanBucket::new(0)), Some(3));
+    assert_eq!(scanner.position(ScanBucket::new(1)), Some(0));
+    assert_eq!(server.metadata_requests.load(Ordering::SeqCst), 1);
+
+    server.script(fetch_response(vec![ok_bucket(1, Some(records(0, 2)))]));
+    let second = scanner.poll().await.unwrap();
+    assert_eq!(ids(&second), vec![0, 1]);
+    assert_eq!(second[0].bucket, 1);
+    assert_eq!(scanner.position(ScanBucket::new(1)), Some(2));
+    assert_eq!(
+        server.metadata_requests.load(Ordering::SeqCst),
+        2,
+        "the leaders were asked for again"
+    );
+}
+
+#[tokio::test]
+async fn a_bucket_that_keeps_failing_fails_the_poll_after_the_bound() {
+    let script = (0..MAX_RETRIABLE_BUCKET_ERRORS)
+        .map(|_| {
+            fetch_response(vec![error_bucket(
+                0,
+                ErrorCode::LeaderNotAvailableException,
+            )])
+        })
+        .collect();
+    let server = FakeServer::start(script).await;
+    let mut scanner = server.scanner(ScannerConfig::default()).await;
+    scanner.subscribe(0, 0).unwrap();
+    for _ in 1..MAX_RETRIABLE_BUCKET_ERRORS {
+        assert!(scanner.poll().await.unwrap().is_empty());
+    }
+    let error = scanner.poll().await.unwrap_err();
+    assert_eq!(
+        error.error_code(),
+        Some(ErrorCode::LeaderNotAvailableException)
+    );
+    assert!(error.to_string().contains("bucket 0 of db.t"), "{error}");
+}
+
+#[tokio::test]
+async fn an_out_of_range_offset_fails_with_the_log_range_and_moves_nothing() {
+    let server = FakeServer::start(vec![fetch_response(vec![
+        ok_bucket(0, Some(records(0, 3))),
+        error_bucket(1, ErrorCode::LogOffsetOutOfRangeException),
+    ])])
+    .await;
+    let mut scanner = server.scanner(ScannerConfig::default()).await;
+    scanner.subscribe(0, 0).unwrap();
+    scanner.subscribe(1, 2).unwrap();
+    let error = scanner.poll().await.unwrap_err().to_string();
+    assert!(
+        error.contains("bucket 1 of db.t at offset 2 (log start 5, high watermark 100)"),
+        "{error}"
+    );
+    // Bucket 0's records were not returned, so its position did not move either.
+    assert_eq!(scanner.position(ScanBucket::new(0)), Some(0));
+    assert_eq!(scanner.position(ScanBucket::new(1)), Some(2));
+}
+
+#[tokio::test]
+async fn offset_reset_earliest_moves_a_bucket_below_the_log_start_to_it() {
+    let server = FakeServer::start(vec![fetch_response(vec![error_bucket(
+        0,
+        ErrorCode::LogOffsetOutOfRangeException,
+    )])])
+    .await;
+    let config = ScannerConfig {
+        offset_reset: OffsetReset::Earliest,
+        ..ScannerConfig::default()
+    };
+    let mut scanner = server.scanner(config).await;
+    scanner.subscribe(0, 1).unwrap();
+    assert!(scanner.poll().await.unwrap().is_empty());
+    assert_eq!(scanner.position(ScanBucket::new(0)), Some(LOG_START));
+
+    // Beyond the end, the reset policy does not apply: still an error.
+    server.script(fetch_response(vec![error_bucket(
+        0,
+        ErrorCode::LogOffsetOutOfRangeException,
+    )]));
+    scanner.subscribe(0, 500).unwrap();
+    let error = scanner.poll().await.unwrap_err().to_string();
+    assert!(error.contains("beyond the end"), "{error}");
+    assert_eq!(scanner.position(ScanBucket::new(0)), Some(500));
+}
+
+#[tokio::test]
+async fn malformed_records_fail_the_poll_without_moving_or_panicking() {
+    let mut garbage = records(0, 3).to_vec();
+    garbage.truncate(40); // Shorter than the header it declares...
+    garbage[8..12].copy_from_slice(&20i32.to_le_bytes()); // ...and than any header.
+    let server = FakeServer::start(vec![fetch_response(vec![ok_bucket(
+        0,
+        Some(Bytes::from(garbage)),
+    )])])
+    .await;
+    let mut scanner = server.scanner(ScannerConfig::default()).await;
+    scanner.subscribe(0, 0).unwrap();
+    let error = scanner.poll().await.unwrap_err().to_string();
+    assert!(error.contains("bucket 0 of db.t at offset 0"), "{error}");
+    assert_eq!(scanner.position(ScanBucket::new(0)), Some(0));
+}
+
+#[tokio::test]
+async fn start_offsets_resolve_through_the_leader_or_stand_as_given() {
+    let server = FakeServer::start(Vec::new()).await;
+    let scanner = server.scanner(ScannerConfig::default()).await;
+    assert_eq!(
+        scanner
+            .resolve_offset(1, StartOffset::Earliest)
+            .await
+            .unwrap(),
+        LOG_START
+    );
+    assert_eq!(
+        scanner
+            .resolve_offset(1, StartOffset::Offset(42))
+            .await
+            .unwrap(),
+        42
+    );
+    assert!(scanner
+        .resolve_offset(2, StartOffset::Earliest)
+        .await
+        .is_err());
+    assert!(scanner
+        .resolve_offset(0, StartOffset::Offset(-1))
+        .await
+        .is_err());
+}
+
+#[tokio::test]
+async fn subscribing_checks_buckets_offsets_and_the_kind_of_table() {
+    let server = FakeServer::start(Vec::new()).await;
+    let mut scanner = server.scanner(ScannerConfig::default()).await;
+    assert!(scanner.subscribe(BUCKETS, 0).is_err());
+    assert!(scanner.subscribe(-1, 0).is_err());
+    assert!(scanner.subscribe(0, -3).is_err());
+    let connection = ServerConnection::connect(&server.addr).await.unwrap();
+    let route = TableRoute::resolve(&connection, &table()).await.unwrap();
+    let error = scanner.subscribe_partition(1, route, 0, 0).unwrap_err();
+    assert!(error.to_string().contains("not partitioned"), "{error}");
+    assert!(LogScanner::new_partitioned(table(), ScannerConfig::default()).is_err());
+    assert!(
+        scanner.poll().await.unwrap().is_empty(),
+        "nothing subscribed"
+    );
+}
