@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use fjord_client::admin::PartitionInfo;
-use fjord_client::{Admin, ServerConnection, TableInfo, TablePath};
+use fjord_client::{Admin, FlussClient, TableInfo, TablePath};
 
 /// How long one command may wait for the server, connect included. A server
 /// that accepts the connection but never answers must not hang a shell
@@ -161,8 +161,14 @@ async fn execute(command: Command) -> anyhow::Result<()> {
 /// refusing a table without partition keys.
 async fn open(target: &Target) -> anyhow::Result<(Admin, TableInfo)> {
     let path = parse_table(&target.table)?;
-    let connection = connect(&target.bootstrap).await?;
-    let admin = Admin::new(connection);
+    let bootstrap: Vec<String> = target
+        .bootstrap
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let admin = FlussClient::connect(&bootstrap).await?.admin();
     let table = admin
         .table_info(&path)
         .await
@@ -171,27 +177,6 @@ async fn open(target: &Target) -> anyhow::Result<(Admin, TableInfo)> {
         bail!("table {path} is not partitioned: it has no partition keys");
     }
     Ok((admin, table))
-}
-
-async fn connect(bootstrap: &str) -> anyhow::Result<ServerConnection> {
-    let mut failures = String::new();
-    for addr in bootstrap
-        .split(',')
-        .map(str::trim)
-        .filter(|a| !a.is_empty())
-    {
-        match ServerConnection::connect(addr).await {
-            Ok(connection) => return Ok(connection),
-            Err(e) => {
-                tracing::debug!(addr, error = %e, "bootstrap server unreachable");
-                let _ = write!(failures, "\n  {e}");
-            }
-        }
-    }
-    if failures.is_empty() {
-        bail!("--bootstrap {bootstrap:?} names no server (expected host:port[,host:port...])");
-    }
-    bail!("no bootstrap server reachable:{failures}")
 }
 
 fn parse_table(table: &str) -> anyhow::Result<TablePath> {
