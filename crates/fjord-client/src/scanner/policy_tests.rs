@@ -387,3 +387,29 @@ async fn subscribing_checks_buckets_offsets_and_the_kind_of_table() {
         "nothing subscribed"
     );
 }
+
+#[tokio::test]
+async fn a_projected_batch_with_the_unprojected_crc_is_read_and_an_unprojected_one_is_not() {
+    // What a Fluss server sends for a projected fetch: the stored header,
+    // CRC included, over the cut-down body. Here: a CRC that does not match.
+    let mut stale_crc = records(0, 3).to_vec();
+    stale_crc[fjord_format::log_batch::V0_LAYOUT.crc] ^= 0x5a;
+    let stale_crc = Bytes::from(stale_crc);
+    let server = FakeServer::start(vec![
+        fetch_response(vec![ok_bucket(0, Some(stale_crc.clone()))]),
+        fetch_response(vec![ok_bucket(0, Some(stale_crc))]),
+    ])
+    .await;
+    let projected = ScannerConfig {
+        projection: Some(vec![0]),
+        ..ScannerConfig::default()
+    };
+    let mut scanner = server.scanner(projected).await;
+    scanner.subscribe(0, 0).unwrap();
+    assert_eq!(ids(&scanner.poll().await.unwrap()), vec![0, 1, 2]);
+
+    let mut checked = server.scanner(ScannerConfig::default()).await;
+    checked.subscribe(0, 0).unwrap();
+    let error = checked.poll().await.unwrap_err().to_string();
+    assert!(error.contains("CRC"), "{error}");
+}
