@@ -327,3 +327,55 @@ async fn router_refuses_a_table_without_partition_keys() {
         .expect_err("not partitioned");
     assert!(error.to_string().contains("not partitioned"), "{error}");
 }
+
+#[tokio::test]
+async fn several_partition_keys_route_by_the_name_the_server_lists() {
+    let s = start().await;
+    let schema = Schema::builder()
+        .column("region", DataType::string())
+        .column("id", DataType::bigint())
+        .column("dt", DataType::string())
+        .build()
+        .expect("schema");
+    // Keys in an order other than the columns': names follow the keys.
+    let descriptor = TableDescriptor::new(
+        schema,
+        None,
+        vec!["dt".to_owned(), "region".to_owned()],
+        None,
+        BTreeMap::new(),
+        BTreeMap::new(),
+    )
+    .expect("descriptor");
+    s.admin
+        .create_database("db", &DatabaseDescriptor::default(), true)
+        .await
+        .expect("db");
+    let path = TablePath::new("db", "two_keys");
+    s.admin
+        .create_table(&path, &descriptor, false)
+        .await
+        .expect("table");
+    let table = s.admin.table_info(&path).await.expect("info");
+    let router = PartitionRouter::new(s.admin.clone(), &table, true)
+        .await
+        .expect("router");
+
+    let row = [
+        Datum::String("eu"),
+        Datum::BigInt(1),
+        Datum::String("20261130"),
+    ];
+    assert_eq!(
+        router.lookup(&row[..]).expect("lookup"),
+        PartitionLookup::Missing
+    );
+    let id = router.ensure(&row[..]).await.expect("create");
+    let listed = listed(&s.admin, &path).await;
+    assert_eq!(listed.get("20261130$eu"), Some(&id), "{listed:?}");
+    assert_eq!(
+        router.lookup(&row[..]).expect("lookup"),
+        PartitionLookup::Known(id)
+    );
+    assert_eq!(router.create_requests_sent(), 1);
+}
