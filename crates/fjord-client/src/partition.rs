@@ -28,6 +28,7 @@ use fjord_proto::ErrorCode;
 use tokio::sync::OnceCell;
 
 use crate::admin::{Admin, TableInfo, TablePath, PARTITION_NAME_SEPARATOR};
+use crate::client::FlussClient;
 use crate::error::{ClientError, Result};
 use crate::row::{Datum, InternalRow};
 
@@ -265,6 +266,23 @@ impl PartitionCache {
 /// ([`ClientError::duplicate`]).
 type Flight = Arc<OnceCell<Result<i64>>>;
 
+/// Where the router's catalog calls go.
+enum AdminSource {
+    /// Always this connection (as given to [`PartitionRouter::new`]).
+    Fixed(Admin),
+    /// The client's live coordinator, reconnected when it died.
+    Client(FlussClient),
+}
+
+impl AdminSource {
+    async fn admin(&self) -> Result<Admin> {
+        match self {
+            AdminSource::Fixed(admin) => Ok(admin.clone()),
+            AdminSource::Client(client) => Ok(Admin::new(client.coordinator().await?)),
+        }
+    }
+}
+
 /// Routes rows of one partitioned table to partition ids, and creates the
 /// partitions that do not exist yet (`client.writer.dynamic-create-partition.enabled`).
 ///
@@ -273,7 +291,7 @@ type Flight = Arc<OnceCell<Result<i64>>>;
 /// CreatePartition per missing partition at a time, however many callers
 /// ask for it concurrently.
 pub struct PartitionRouter {
-    admin: Admin,
+    admin: AdminSource,
     keys: PartitionKeys,
     dynamic_create: bool,
     cache: PartitionCache,
@@ -306,7 +324,29 @@ impl PartitionRouter {
     /// `dynamic_create` is the writer's
     /// `client.writer.dynamic-create-partition.enabled`. Fails for a table
     /// without partition keys or with a non-STRING partition key.
+    ///
+    /// Every later catalog call goes over `admin`'s connection; if it can
+    /// die under a long-lived writer, prefer [`PartitionRouter::for_client`].
     pub async fn new(admin: Admin, table: &TableInfo, dynamic_create: bool) -> Result<Arc<Self>> {
+        Self::build(AdminSource::Fixed(admin), table, dynamic_create).await
+    }
+
+    /// Like [`PartitionRouter::new`], reaching the catalog through
+    /// `client`'s coordinator connection as it is at each call, so creations
+    /// and refreshes survive a reconnect.
+    pub async fn for_client(
+        client: &FlussClient,
+        table: &TableInfo,
+        dynamic_create: bool,
+    ) -> Result<Arc<Self>> {
+        Self::build(AdminSource::Client(client.clone()), table, dynamic_create).await
+    }
+
+    async fn build(
+        admin: AdminSource,
+        table: &TableInfo,
+        dynamic_create: bool,
+    ) -> Result<Arc<Self>> {
         let keys = PartitionKeys::new(table)?;
         let router = Arc::new(Self {
             admin,
@@ -410,6 +450,8 @@ impl PartitionRouter {
             self.create_requests.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(table = %self.keys.table, partition = name, "creating partition");
             self.admin
+                .admin()
+                .await?
                 .create_partition(&self.keys.table, spec, true)
                 .await?;
         }
@@ -457,7 +499,12 @@ impl PartitionRouter {
     /// the server says a cached partition no longer exists (dropped).
     pub async fn refresh(&self) -> Result<()> {
         let _serial = self.reload.lock().await;
-        let partitions = self.admin.list_partitions(&self.keys.table, None).await?;
+        let partitions = self
+            .admin
+            .admin()
+            .await?
+            .list_partitions(&self.keys.table, None)
+            .await?;
         let map: PartitionMap = partitions
             .into_iter()
             .map(|p| (p.name.into_boxed_str(), p.partition_id))

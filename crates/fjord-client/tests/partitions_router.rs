@@ -379,3 +379,65 @@ async fn several_partition_keys_route_by_the_name_the_server_lists() {
     );
     assert_eq!(router.create_requests_sent(), 1);
 }
+
+/// Serves `dir` on `listen`; returns the address, the stop signal and the
+/// server task (which ends once the server has shut down).
+async fn serve(
+    dir: &std::path::Path,
+    listen: &str,
+) -> (String, oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    let server = Server::bind(ServerConfig::with_data_dir(dir.to_owned()), listen)
+        .await
+        .expect("server starts");
+    let addr = server.local_addr().to_string();
+    let (stop, stopped) = oneshot::channel();
+    let task = tokio::spawn(server.run(async {
+        let _ = stopped.await;
+    }));
+    (addr, stop, task)
+}
+
+#[tokio::test]
+async fn router_for_client_keeps_creating_after_the_coordinator_restarts() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (addr, stop, task) = serve(dir.path(), "127.0.0.1:0").await;
+    let client = fjord_client::FlussClient::connect(std::slice::from_ref(&addr))
+        .await
+        .expect("connect");
+    let table = create_table(&client.admin(), "restarted").await;
+    let following = PartitionRouter::for_client(&client, &table, true)
+        .await
+        .expect("router over the client");
+    let pinned = PartitionRouter::new(client.admin(), &table, true)
+        .await
+        .expect("router over one connection");
+    let old = client.coordinator().await.expect("coordinator");
+
+    stop.send(()).expect("server running");
+    task.await.expect("server stops");
+    // Wait (bounded) until the client has seen its connection close.
+    let deadline = std::time::Instant::now() + STEP;
+    while !old.is_closed() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "connection still open"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (_, stop_again, _task_again) = serve(dir.path(), &addr).await;
+
+    let id = following
+        .ensure(&row("20261130")[..])
+        .await
+        .expect("created over a fresh coordinator connection");
+    assert_eq!(listed(&client.admin(), &table.path).await["20261130"], id);
+    let error = pinned
+        .ensure(&row("20261201")[..])
+        .await
+        .expect_err("the pinned connection is dead");
+    assert!(
+        matches!(error, fjord_client::ClientError::ConnectionClosed { .. }),
+        "{error}"
+    );
+    let _ = stop_again.send(());
+}
