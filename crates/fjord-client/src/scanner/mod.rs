@@ -48,6 +48,7 @@ use fjord_proto::{ApiKey, ErrorCode};
 use tokio::task::JoinSet;
 
 use crate::admin::TableInfo;
+use crate::client::FlussClient;
 use crate::connection::ServerConnection;
 use crate::error::{ClientError, Result};
 use crate::metadata::TableRoute;
@@ -234,6 +235,8 @@ pub struct LogScanner {
     buckets: BTreeMap<ScanBucket, BucketState>,
     /// A bucket answered with a leadership error: refresh leaders first.
     route_stale: bool,
+    /// Where fresh routes come from, when the caller gave a client.
+    client: Option<FlussClient>,
 }
 
 impl LogScanner {
@@ -310,7 +313,18 @@ impl LogScanner {
             plan,
             buckets: BTreeMap::new(),
             route_stale: false,
+            client: None,
         })
+    }
+
+    /// Refreshes leaders through `client` after leadership errors (cached
+    /// routes shared with the client's writers), for the table and for every
+    /// subscribed partition. Without a client the scanner asks the table's
+    /// first leader for the table's route and cannot refresh partition
+    /// routes: their buckets are retried on the old route, up to the bound.
+    pub fn with_client(mut self, client: FlussClient) -> Self {
+        self.client = Some(client);
+        self
     }
 
     /// The Arrow schema of the batches this scanner returns.
@@ -740,12 +754,25 @@ impl LogScanner {
     /// subscribing again; until then its buckets keep being retried.
     async fn refresh_route(&mut self) -> Result<()> {
         tokio::time::sleep(ROUTE_REFRESH_BACKOFF).await;
-        if let Some(route) = &self.route {
-            // Any server answers MetaData. A new connection to the first
-            // bucket's leader, as the old one may be what died; the refresh
-            // is rare (after errors only), so the connect cost does not matter.
-            let bootstrap = ServerConnection::connect(route.leader(0).addr()).await?;
-            self.route = Some(TableRoute::resolve(&bootstrap, &self.table).await?);
+        match (&self.client, &self.route) {
+            (Some(client), Some(_)) => {
+                self.route = Some(client.refresh_route(&self.table, None).await?);
+            }
+            (Some(client), None) => {
+                let ids: Vec<i64> = self.partition_routes.keys().copied().collect();
+                for id in ids {
+                    let route = client.refresh_route(&self.table, Some(id)).await?;
+                    self.partition_routes.insert(id, route);
+                }
+            }
+            (None, Some(route)) => {
+                // Any server answers MetaData. A new connection to the first
+                // bucket's leader, as the old one may be what died; refreshes
+                // are rare (after errors only), so the connect cost is moot.
+                let bootstrap = ServerConnection::connect(route.leader(0).addr()).await?;
+                self.route = Some(TableRoute::resolve(&bootstrap, &self.table).await?);
+            }
+            (None, None) => {}
         }
         self.route_stale = false;
         Ok(())

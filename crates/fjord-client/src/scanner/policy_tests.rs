@@ -413,3 +413,25 @@ async fn a_projected_batch_with_the_unprojected_crc_is_read_and_an_unprojected_o
     let error = checked.poll().await.unwrap_err().to_string();
     assert!(error.contains("CRC"), "{error}");
 }
+
+#[tokio::test]
+async fn with_a_client_the_leaders_are_refreshed_through_it() {
+    let server = FakeServer::start(vec![fetch_response(vec![error_bucket(
+        0,
+        ErrorCode::NotLeaderOrFollower,
+    )])])
+    .await;
+    let client = FlussClient::connect(std::slice::from_ref(&server.addr))
+        .await
+        .unwrap();
+    let route = client.table_route(&table()).await.unwrap();
+    let mut scanner = LogScanner::new(table(), route, ScannerConfig::default())
+        .unwrap()
+        .with_client(client);
+    scanner.subscribe(0, 0).unwrap();
+    assert!(scanner.poll().await.unwrap().is_empty());
+    let before = server.metadata_requests.load(Ordering::SeqCst);
+    server.script(fetch_response(vec![ok_bucket(0, Some(records(0, 1)))]));
+    assert_eq!(ids(&scanner.poll().await.unwrap()), vec![0]);
+    assert_eq!(server.metadata_requests.load(Ordering::SeqCst), before + 1);
+}

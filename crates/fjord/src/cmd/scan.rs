@@ -257,7 +257,7 @@ async fn subscribe(
         }
         let route = client.table_route(table).await?;
         let mut scan = Scan {
-            scanner: LogScanner::new(table.clone(), route, config)?,
+            scanner: LogScanner::new(table.clone(), route, config)?.with_client(client.clone()),
             ends: BTreeMap::new(),
         };
         for bucket in 0..table.bucket_count() {
@@ -284,7 +284,7 @@ async fn subscribe(
         }
     }
     let mut scan = Scan {
-        scanner: LogScanner::new_partitioned(table.clone(), config)?,
+        scanner: LogScanner::new_partitioned(table.clone(), config)?.with_client(client.clone()),
         ends: BTreeMap::new(),
     };
     for partition in &partitions {
