@@ -16,6 +16,7 @@ use tracing::{info, warn};
 use crate::error::{ApiError, ErrorCode};
 use crate::meta::catalog::{PartitionInfo, TableInfo};
 use crate::node::Node;
+use crate::replica::PendingDeletion;
 
 /// Creates the partition `values` of `table` with its tablets; `None` if it
 /// existed and `ignore_if_exists`.
@@ -29,22 +30,30 @@ pub fn create_partition(
         .create_partition(table, values, ignore_if_exists, |p| {
             node.replicas
                 .create_partition(table, p.partition_id)
-                .inspect_err(|_| node.replicas.drop_partition(table.table_id, p.partition_id))
+                .inspect_err(|_| {
+                    node.replicas
+                        .drop_partition(table.table_id, p.partition_id)
+                        .run()
+                })
         })
 }
 
-/// Drops the partition `name` of `table` and deletes its data; `None` if
-/// it did not exist and `ignore_if_not_exists`.
+/// Drops the partition `name` of `table`: gone from the catalog and out of
+/// service on return; the returned [`PendingDeletion`] deletes its data.
+/// `None` if it did not exist and `ignore_if_not_exists`.
 pub fn drop_partition(
     node: &Node,
     table: &TableInfo,
     name: &str,
     ignore_if_not_exists: bool,
-) -> Result<Option<Arc<PartitionInfo>>, ApiError> {
-    node.catalog
+) -> Result<Option<(Arc<PartitionInfo>, PendingDeletion)>, ApiError> {
+    let mut pending = None;
+    let dropped = node
+        .catalog
         .drop_partition(table, name, ignore_if_not_exists, |p| {
-            node.replicas.drop_partition(table.table_id, p.partition_id)
-        })
+            pending = Some(node.replicas.drop_partition(table.table_id, p.partition_id));
+        })?;
+    Ok(dropped.zip(pending))
 }
 
 /// One auto-partition check of `table` at `now`: drops expired partitions
@@ -59,13 +68,16 @@ pub fn auto_partition(node: &Node, table: &TableInfo, now: Timestamp) {
     let plan = strategy.plan(now, existing.iter().map(|p| p.name.as_str()));
     for name in &plan.drop {
         match drop_partition(node, table, name, true) {
-            Ok(Some(p)) => info!(
+            Ok(Some((p, data))) => {
+                data.run();
+                info!(
                 table = %format_args!("{}.{}", table.path.database, table.path.table),
                 partition = %p.name,
                 partition_id = p.partition_id,
                 retention = ?strategy.num_retention,
                 "auto-partitioning dropped an expired partition"
-            ),
+                )
+            }
             Ok(None) => {}
             Err(e) => warn!(
                 table = %format_args!("{}.{}", table.path.database, table.path.table),

@@ -19,7 +19,7 @@ pub fn handle(node: &Node, r: pb::CreateTableRequest) -> Result<pb::CreateTableR
             // Without its tablets the table is unusable: undo the create so
             // the client can retry cleanly.
             let _ = node.catalog.drop_table(&path, true);
-            node.replicas.drop_table(info.table_id);
+            node.replicas.drop_table(info.table_id).run();
             return Err(e);
         }
         if info.auto_partition.is_some() {

@@ -6,7 +6,7 @@ use crate::error::ApiError;
 use crate::node::Node;
 
 /// Drops the database (and with `cascade` its tables' data).
-pub fn handle(
+pub async fn handle(
     node: &Node,
     r: pb::DropDatabaseRequest,
 ) -> Result<pb::DropDatabaseResponse, ApiError> {
@@ -14,7 +14,7 @@ pub fn handle(
         node.catalog
             .drop_database(&r.database_name, r.ignore_if_not_exists, r.cascade)?;
     for table_id in dropped {
-        node.replicas.drop_table(table_id);
+        node.replicas.drop_table(table_id).run_blocking().await;
     }
     Ok(pb::DropDatabaseResponse {})
 }

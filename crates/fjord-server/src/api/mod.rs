@@ -43,21 +43,21 @@ pub async fn dispatch(node: &Node, request: Request) -> Result<Response, ApiErro
     Ok(match request {
         Request::ApiVersions(r) => Response::ApiVersions(api_versions::handle(node, r)),
         Request::CreateDatabase(r) => Response::CreateDatabase(create_database::handle(node, r)?),
-        Request::DropDatabase(r) => Response::DropDatabase(drop_database::handle(node, r)?),
+        Request::DropDatabase(r) => Response::DropDatabase(drop_database::handle(node, r).await?),
         Request::ListDatabases(r) => Response::ListDatabases(list_databases::handle(node, r)?),
         Request::DatabaseExists(r) => Response::DatabaseExists(database_exists::handle(node, r)?),
         Request::GetDatabaseInfo(r) => {
             Response::GetDatabaseInfo(get_database_info::handle(node, r)?)
         }
         Request::CreateTable(r) => Response::CreateTable(create_table::handle(node, r)?),
-        Request::DropTable(r) => Response::DropTable(drop_table::handle(node, r)?),
+        Request::DropTable(r) => Response::DropTable(drop_table::handle(node, r).await?),
         Request::GetTableInfo(r) => Response::GetTableInfo(get_table_info::handle(node, r)?),
         Request::ListTables(r) => Response::ListTables(list_tables::handle(node, r)?),
         Request::TableExists(r) => Response::TableExists(table_exists::handle(node, r)?),
         Request::GetTableSchema(r) => Response::GetTableSchema(get_table_schema::handle(node, r)?),
         Request::ListPartitionInfos(r) => Response::ListPartitionInfos(partitions::list(node, r)?),
         Request::CreatePartition(r) => Response::CreatePartition(partitions::create(node, r)?),
-        Request::DropPartition(r) => Response::DropPartition(partitions::drop(node, r)?),
+        Request::DropPartition(r) => Response::DropPartition(partitions::drop(node, r).await?),
         Request::MetaData(r) => Response::MetaData(metadata::handle(node, r)?),
         Request::InitWriter(r) => Response::InitWriter(init_writer::handle(node, r)?),
         Request::GetFileSystemSecurityToken(r) => {

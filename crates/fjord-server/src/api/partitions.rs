@@ -100,14 +100,18 @@ pub fn create(
     Ok(pb::CreatePartitionResponse {})
 }
 
-/// Drops one partition and deletes its data.
-pub fn drop(
+/// Drops one partition and deletes its data (on the blocking pool).
+pub async fn drop(
     node: &Node,
     r: pb::DropPartitionRequest,
 ) -> Result<pb::DropPartitionResponse, ApiError> {
     let table = table(node, &r.table_path)?;
     let values = Catalog::resolve_spec(&table, &spec_pairs(&r.partition_spec), false)?;
     let name = values.join(&PARTITION_SEPARATOR.to_string());
-    crate::partitions::drop_partition(node, &table, &name, r.ignore_if_not_exists)?;
+    if let Some((_, data)) =
+        crate::partitions::drop_partition(node, &table, &name, r.ignore_if_not_exists)?
+    {
+        data.run_blocking().await;
+    }
     Ok(pb::DropPartitionResponse {})
 }
