@@ -165,6 +165,15 @@ fn produced_csv_and_json_lines_scan_back_in_every_format() {
         "summary: {}",
         stderr(&output)
     );
+    // stderr is a pipe here: no progress line, whatever --quiet says.
+    let produce_loud: Vec<&str> = produce_csv
+        .iter()
+        .copied()
+        .filter(|a| *a != "--quiet")
+        .collect();
+    let loud = fjord(&produce_loud, "");
+    assert!(loud.status.success(), "{}", stderr(&loud));
+    assert!(!stderr(&loud).contains('\r'), "{}", stderr(&loud));
     let produce_json: Vec<&str> = ["produce"]
         .into_iter()
         .chain(base)
@@ -184,7 +193,7 @@ fn produced_csv_and_json_lines_scan_back_in_every_format() {
     };
     let csv = scan(&["--format", "csv"]);
     assert_eq!(csv.lines().next(), Some("id,name,score,ts"), "{csv}");
-    assert_eq!(csv_ids(&csv), vec![1, 2, 3, 10, 11]);
+    assert_eq!(csv_ids(&csv), vec![1, 1, 2, 2, 3, 3, 10, 11]);
     assert!(csv.contains("2,bob,,2026-11-30T10:00:00.002"), "{csv}");
 
     // JSON lines: one object per row, the null name left out.
@@ -193,7 +202,7 @@ fn produced_csv_and_json_lines_scan_back_in_every_format() {
         .lines()
         .map(|l| serde_json::from_str(l).expect("json line"))
         .collect();
-    assert_eq!(rows.len(), 5);
+    assert_eq!(rows.len(), 8);
     let dave = rows.iter().find(|r| r["id"] == 10).expect("dave");
     assert_eq!(dave["name"], "dave");
     assert_eq!(dave["score"], 0.5);
@@ -461,4 +470,39 @@ fn partitioned_tables_are_produced_by_row_and_scanned_whole_or_by_partition() {
         .collect();
     let message = fails(&args, "");
     assert!(message.contains("19990101"), "{message}");
+}
+
+#[test]
+fn a_scan_into_a_closed_pipe_ends_quietly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = FjordServer::start(dir.path());
+    let bootstrap = server.bootstrap_servers();
+    create_table(&server, "many", 1);
+    let base = ["--bootstrap", bootstrap.as_str(), "--table", "cli.many"];
+    // Far more output than a pipe buffers, so the scan meets the closed pipe.
+    let mut input = String::new();
+    for i in 0..20_000 {
+        input.push_str(&format!("{i},name-{i},{i}.5,2026-11-30T10:00:00\n"));
+    }
+    let produce: Vec<&str> = ["produce"].into_iter().chain(base).chain(["-q"]).collect();
+    ok(&produce, &input);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fjord"))
+        .args(["scan", "-q", "--format", "csv"])
+        .args(base)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn fjord scan");
+    let mut stdout = child.stdout.take().expect("stdout is piped");
+    let mut first = [0u8; 16];
+    std::io::Read::read_exact(&mut stdout, &mut first).expect("the scan prints");
+    drop(stdout);
+    let output = child.wait_with_output().expect("wait for fjord scan");
+    assert!(
+        output.status.success(),
+        "{}: {}",
+        output.status,
+        stderr(&output)
+    );
 }

@@ -15,8 +15,10 @@
 #[path = "progress.rs"]
 pub mod progress;
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
+use std::rc::Rc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -174,8 +176,12 @@ async fn scan(args: &Args, path: TablePath, start: StartOffset) -> anyhow::Resul
     };
     let mut scanner = subscribe(&client, &table, config, args, start).await?;
 
-    let stdout = std::io::stdout();
-    let mut sink = Sink::new(args.format, BufWriter::new(stdout.lock()));
+    let closed = Rc::new(Cell::new(false));
+    let stdout = Stdout {
+        inner: BufWriter::new(std::io::stdout().lock()),
+        closed: closed.clone(),
+    };
+    let mut sink = Sink::new(args.format, stdout);
     let mut progress = Progress::new("read", args.quiet);
     let mut remaining = args.limit.unwrap_or(u64::MAX);
     let mut done = Vec::new();
@@ -190,7 +196,8 @@ async fn scan(args: &Args, path: TablePath, start: StartOffset) -> anyhow::Resul
             progress.add(records.num_rows(), records.get_array_memory_size());
             if let Err(e) = sink.write(&records) {
                 progress.clear();
-                return if is_broken_pipe(&e) { Ok(()) } else { Err(e) };
+                // A reader that went away (`| head`) ends the scan quietly.
+                return if closed.get() { Ok(()) } else { Err(e) };
             }
             if remaining == 0 {
                 break;
@@ -208,7 +215,7 @@ async fn scan(args: &Args, path: TablePath, start: StartOffset) -> anyhow::Resul
     }
     progress.clear();
     match sink.finish() {
-        Err(e) if is_broken_pipe(&e) => Ok(()),
+        Err(_) if closed.get() => Ok(()),
         other => other,
     }
 }
@@ -310,15 +317,29 @@ async fn subscribe(
     Ok(scan)
 }
 
-fn is_broken_pipe(error: &anyhow::Error) -> bool {
-    error.chain().any(|cause| {
-        cause
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
-            || cause
-                .downcast_ref::<arrow_schema::ArrowError>()
-                .is_some_and(|e| matches!(e, arrow_schema::ArrowError::IoError(_, io) if io.kind() == std::io::ErrorKind::BrokenPipe))
-    })
+/// Stdout that remembers whether the reader went away: the CSV writer turns
+/// I/O errors into text, so the kind is recorded here, where it is known.
+struct Stdout<W: Write> {
+    inner: W,
+    closed: Rc<Cell<bool>>,
+}
+
+impl<W: Write> Write for Stdout<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.inner.write(buf).inspect_err(|e| self.note(e))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush().inspect_err(|e| self.note(e))
+    }
+}
+
+impl<W: Write> Stdout<W> {
+    fn note(&self, error: &std::io::Error) {
+        if error.kind() == std::io::ErrorKind::BrokenPipe {
+            self.closed.set(true);
+        }
+    }
 }
 
 /// Where scanned batches go, in the chosen format. One per run; the CSV
