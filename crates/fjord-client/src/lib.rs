@@ -31,4 +31,5 @@ pub use error::{ClientError, Result};
 pub use metadata::TableRoute;
 pub use partition::{PartitionLookup, PartitionRouter, PartitionView};
 pub use scanner::{LogScanner, ScanBatch, ScannerConfig};
+pub use scanner::{OffsetReset, ScanBucket, ScanRow, ScanRows, StartOffset};
 pub use writer::{AppendWriter, BatchAck, BatchCompletion, WriterConfig, WriterStats};
