@@ -45,6 +45,11 @@ pub const NAME_LENGTH_MAX: usize = 200;
 /// costs a store write once per block while ids stay unique across restarts
 /// (a restart skips the rest of the reserved block).
 pub const WRITER_ID_BLOCK: i64 = 1000;
+/// Partition ids are reserved in the store this many at a time, so a
+/// CreatePartition (which a writer may be waiting on) costs one durable
+/// metadata write instead of two; ids stay unique and never reused (a
+/// restart skips the rest of the reserved block).
+pub const PARTITION_ID_BLOCK: i64 = 100;
 /// The schema id of a table's first (and, before ALTER exists, only) schema.
 pub const FIRST_SCHEMA_ID: i32 = 1;
 /// How often an id allocation retries a lost compare-and-set before giving
@@ -184,6 +189,9 @@ pub struct Catalog {
     /// the `max.partition.num` check and the name's existence check hold
     /// until the partition is stored. Control-plane only.
     partition_ops: Mutex<()>,
+    /// Partition ids handed out from the reserved block: (next, end
+    /// exclusive).
+    partition_ids: Mutex<(i64, i64)>,
 }
 
 fn now_ms() -> i64 {
@@ -280,6 +288,7 @@ impl Catalog {
             tables: RwLock::new(TableIndex::default()),
             writer_ids: Mutex::new((0, 0)),
             partition_ops: Mutex::new(()),
+            partition_ids: Mutex::new((0, 0)),
         };
         let mut index = TableIndex::default();
         for db in catalog.store.children(DATABASES)? {
@@ -785,6 +794,19 @@ impl Catalog {
 
     fn allocate_table_id(&self) -> Result<i64, ApiError> {
         self.bump_counter(TABLE_ID_NODE, 1)
+    }
+
+    /// A partition id never handed out before by this data dir.
+    fn allocate_partition_id(&self) -> Result<i64, ApiError> {
+        let mut ids = self.partition_ids.lock().unwrap_or_else(|p| p.into_inner());
+        if ids.0 >= ids.1 {
+            // Reserve the next block durably before handing out any of it.
+            let start = self.bump_counter(PARTITION_ID_NODE, PARTITION_ID_BLOCK)?;
+            *ids = (start, start + PARTITION_ID_BLOCK);
+        }
+        let id = ids.0;
+        ids.0 += 1;
+        Ok(id)
     }
 
     /// A writer id never handed out before by this data dir.

@@ -12,10 +12,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use tracing::warn;
 
-use super::{
-    corrupt, invalid_name_reason, now_ms, Catalog, TableIndex, TableInfo, PARTITIONS,
-    PARTITION_ID_NODE,
-};
+use super::{corrupt, invalid_name_reason, now_ms, Catalog, TableIndex, TableInfo, PARTITIONS};
 use crate::error::{ApiError, ErrorCode};
 use crate::meta::store::MetaError;
 
@@ -165,7 +162,7 @@ impl Catalog {
                 ),
             ));
         }
-        let partition_id = self.bump_counter(PARTITION_ID_NODE, 1)?;
+        let partition_id = self.allocate_partition_id()?;
         let created_ms = now_ms();
         match self
             .store
