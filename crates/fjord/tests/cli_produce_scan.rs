@@ -43,6 +43,35 @@ fn fjord(args: &[&str], stdin: &str) -> Output {
     output
 }
 
+/// Waits for `child` to exit, killing it (and failing the test) if it runs
+/// longer than [`support::STEP_TIMEOUT`]: a scan that never ends must not
+/// hang the suite.
+fn wait_bounded(mut child: std::process::Child) -> Output {
+    let deadline = std::time::Instant::now() + support::STEP_TIMEOUT;
+    // Drain stdout while waiting, so a full pipe cannot block the child.
+    let mut out = child.stdout.take().expect("stdout is piped");
+    let reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut out, &mut bytes);
+        bytes
+    });
+    loop {
+        match child.try_wait().expect("try_wait") {
+            Some(_) => break,
+            None if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            None => {
+                let _ = child.kill();
+                panic!("fjord did not exit within {:?}", support::STEP_TIMEOUT);
+            }
+        }
+    }
+    let mut output = child.wait_with_output().expect("collect output");
+    output.stdout = reader.join().expect("stdout reader");
+    output
+}
+
 fn stdout(output: &Output) -> String {
     String::from_utf8(output.stdout.clone()).expect("utf-8 stdout")
 }
@@ -505,4 +534,36 @@ fn a_scan_into_a_closed_pipe_ends_quietly() {
         output.status,
         stderr(&output)
     );
+}
+
+#[test]
+fn a_following_scan_sees_rows_written_after_it_started() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = FjordServer::start(dir.path());
+    let bootstrap = server.bootstrap_servers();
+    create_table(&server, "live", 1);
+    let base = ["--bootstrap", bootstrap.as_str(), "--table", "cli.live"];
+    let produce: Vec<&str> = ["produce"].into_iter().chain(base).chain(["-q"]).collect();
+    ok(
+        &produce,
+        "1,a,1.0,2026-11-30T10:00:00\n2,b,2.0,2026-11-30T10:00:00\n",
+    );
+    // From offset 0, so whether the scan starts before or after the second
+    // write does not matter: it must see all four rows and then stop.
+    let follower = Command::new(env!("CARGO_BIN_EXE_fjord"))
+        .args(["scan", "-q", "--format", "csv", "--follow", "--limit", "4"])
+        .args(["--from", "0"])
+        .args(base)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn fjord scan --follow");
+    ok(
+        &produce,
+        "3,c,3.0,2026-11-30T10:00:00\n4,d,4.0,2026-11-30T10:00:00\n",
+    );
+    let output = wait_bounded(follower);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(csv_ids(&stdout(&output)), vec![1, 2, 3, 4]);
 }
