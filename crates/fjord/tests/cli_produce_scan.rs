@@ -250,6 +250,15 @@ fn produced_csv_and_json_lines_scan_back_in_every_format() {
     assert_eq!(projected.lines().next(), Some("name,id"), "{projected}");
     assert!(projected.lines().any(|l| l == "carol,3"), "{projected}");
 
+    // Scanner options by their Fluss names: tiny fetches still read everything.
+    let small = scan(&[
+        "--format",
+        "csv",
+        "--set",
+        "client.scanner.log.fetch.max-bytes-for-bucket=1b",
+    ]);
+    assert_eq!(csv_ids(&small), csv_ids(&csv));
+
     // Limit.
     let limited = scan(&["--format", "csv", "--limit", "2"]);
     assert_eq!(limited.lines().count(), 1 + 2, "{limited}");

@@ -30,11 +30,16 @@
 //! A poll that fails moves no position, so nothing is lost: the caller may
 //! poll again after fixing the cause.
 
+mod config;
 mod decode;
 #[cfg(test)]
 mod policy_tests;
 mod rows;
 
+pub use config::{
+    OffsetReset, ScannerConfig, DEFAULT_FETCH_MAX_BYTES, DEFAULT_FETCH_MAX_BYTES_FOR_BUCKET,
+    DEFAULT_FETCH_MAX_WAIT_MS, DEFAULT_FETCH_MIN_BYTES,
+};
 pub use rows::{ScanRow, ScanRowIter, ScanRows};
 
 use std::collections::{BTreeMap, HashMap};
@@ -54,14 +59,6 @@ use crate::error::{ClientError, Result};
 use crate::metadata::TableRoute;
 use decode::{decode_records, DecodePlan};
 
-/// Default `max_bytes` of one FetchLog request (Fluss's
-/// `client.scanner.log.fetch.max-bytes` default, 16 MiB).
-pub const DEFAULT_FETCH_MAX_BYTES: i32 = 16 * 1024 * 1024;
-/// Default per-bucket byte cap (`client.scanner.log.fetch.max-bytes-for-bucket`, 1 MiB).
-pub const DEFAULT_FETCH_MAX_BYTES_FOR_BUCKET: i32 = 1024 * 1024;
-/// Default long-poll wait when no data is there yet (`client.scanner.log.fetch.wait-max-time`, 500 ms).
-pub const DEFAULT_FETCH_MAX_WAIT_MS: i32 = 500;
-
 /// Consecutive polls in which one bucket may answer with a leadership or
 /// availability error before the poll fails. Bounds how long a scanner
 /// retries a bucket whose table was dropped or whose leader never returns.
@@ -70,52 +67,6 @@ pub const MAX_RETRIABLE_BUCKET_ERRORS: u32 = 10;
 /// Pause before refreshing the leaders after a retriable bucket error, so a
 /// server that keeps refusing is not asked again in a tight loop.
 pub const ROUTE_REFRESH_BACKOFF: Duration = Duration::from_millis(100);
-
-/// What a poll does when a bucket's fetch offset is out of the log's range.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum OffsetReset {
-    /// Fail the poll with the offset, the log start and the high watermark
-    /// (the Fluss Java client's behaviour).
-    #[default]
-    None,
-    /// When the offset is below the log start (the records were removed by
-    /// retention), continue from the log start. An offset beyond the high
-    /// watermark still fails the poll.
-    Earliest,
-}
-
-/// Scanner options.
-#[derive(Clone, Debug)]
-pub struct ScannerConfig {
-    /// Column indexes to read, in the order the returned batches have them;
-    /// `None` reads all columns. Duplicates and out-of-range indexes are
-    /// refused by [`LogScanner::new`].
-    pub projection: Option<Vec<usize>>,
-    /// `max_bytes` of one fetch.
-    pub fetch_max_bytes: i32,
-    /// Per-bucket byte cap of one fetch.
-    pub fetch_max_bytes_for_bucket: i32,
-    /// How long the server may hold a fetch that found no data.
-    pub fetch_max_wait_ms: i32,
-    /// `client.scanner.log.check-crc`: verify each batch's CRC-32C (where it
-    /// is valid: see [`LogScanner::new`]).
-    pub check_crc: bool,
-    /// What to do when a fetch offset is out of range.
-    pub offset_reset: OffsetReset,
-}
-
-impl Default for ScannerConfig {
-    fn default() -> Self {
-        Self {
-            projection: None,
-            fetch_max_bytes: DEFAULT_FETCH_MAX_BYTES,
-            fetch_max_bytes_for_bucket: DEFAULT_FETCH_MAX_BYTES_FOR_BUCKET,
-            fetch_max_wait_ms: DEFAULT_FETCH_MAX_WAIT_MS,
-            check_crc: true,
-            offset_reset: OffsetReset::None,
-        }
-    }
-}
 
 /// Where a scan starts in a bucket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -478,7 +429,7 @@ impl LogScanner {
                     filter_schema_id: None,
                 }],
                 max_wait_ms: Some(self.config.fetch_max_wait_ms),
-                min_bytes: Some(1),
+                min_bytes: Some(self.config.fetch_min_bytes),
                 read_preference: None,
             };
             requests.spawn(async move {

@@ -80,6 +80,10 @@ pub struct Args {
     /// Keep reading new records after the end (until interrupted or --limit).
     #[arg(long)]
     follow: bool,
+    /// A scanner option, `key=value` with Fluss's option names (e.g.
+    /// `client.scanner.log.fetch.max-bytes=32mb`); repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
     /// No progress line on stderr.
     #[arg(long, short)]
     quiet: bool,
@@ -166,14 +170,16 @@ async fn scan(args: &Args, path: TablePath, start: StartOffset) -> anyhow::Resul
         .table_info(&path)
         .await
         .with_context(|| format!("cannot find table {path}"))?;
-    let config = ScannerConfig {
-        projection: args
-            .columns
-            .as_deref()
-            .map(|names| projection(&table, names))
-            .transpose()?,
-        ..ScannerConfig::default()
-    };
+    let mut config = ScannerConfig::from_options(
+        args.set
+            .iter()
+            .map(|kv| kv.split_once('=').unwrap_or((kv.as_str(), ""))),
+    )?;
+    config.projection = args
+        .columns
+        .as_deref()
+        .map(|names| projection(&table, names))
+        .transpose()?;
     let mut scanner = subscribe(&client, &table, config, args, start).await?;
 
     let closed = Rc::new(Cell::new(false));
