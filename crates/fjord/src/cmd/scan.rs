@@ -199,7 +199,9 @@ async fn scan(args: &Args, path: TablePath, start: StartOffset) -> anyhow::Resul
                 records = records.slice(0, remaining as usize);
             }
             remaining -= records.num_rows() as u64;
-            progress.add(records.num_rows(), records.get_array_memory_size());
+            // No byte count: Arrow memory sizes count whole shared buffers, not
+            // the bytes of these rows, and would overstate what was read.
+            progress.add(records.num_rows(), 0);
             if let Err(e) = sink.write(&records) {
                 progress.clear();
                 // A reader that went away (`| head`) ends the scan quietly.
