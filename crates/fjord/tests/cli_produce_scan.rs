@@ -320,6 +320,16 @@ fn a_scan_from_an_offset_starts_there() {
     };
     assert_eq!(scan("earliest"), vec![1, 2, 3, 1, 2, 3]);
 
+    // A header may name the columns in another order; a wrong one is refused.
+    let reordered = "ts,score,name,id\n2026-11-30T12:00:00,8.5,hana,8\n";
+    ok(&produce, reordered);
+    assert_eq!(scan("6"), vec![8]);
+    let message = fails(&produce, "id,name,score\n1,a,1.0\n");
+    assert!(
+        message.contains("line 1") && message.contains("header"),
+        "{message}"
+    );
+
     // A third input after the clock passed a point later than every commit
     // so far: scanning from that point returns the third input only.
     let between = now_millis() + 1;
@@ -331,10 +341,10 @@ fn a_scan_from_an_offset_starts_there() {
         "id,name,score,ts\n7,gina,7.0,2026-11-30T12:00:00\n",
     );
     assert_eq!(scan(&format!("ts:{between}")), vec![7]);
-    assert_eq!(scan("earliest").len(), 7);
-    assert_eq!(scan("1"), vec![2, 3, 1, 2, 3, 7]);
-    assert_eq!(scan("4"), vec![2, 3, 7]);
-    assert_eq!(scan("7"), Vec::<i64>::new());
+    assert_eq!(scan("earliest").len(), 8);
+    assert_eq!(scan("1"), vec![2, 3, 1, 2, 3, 8, 7]);
+    assert_eq!(scan("4"), vec![2, 3, 8, 7]);
+    assert_eq!(scan("8"), Vec::<i64>::new());
 }
 
 #[test]

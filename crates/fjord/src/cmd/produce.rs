@@ -19,6 +19,7 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -63,7 +64,8 @@ pub struct Args {
     /// Input format.
     #[arg(long, value_enum, default_value_t = InputFormat::Csv)]
     format: InputFormat,
-    /// The CSV input starts with a header line naming the table's columns in order.
+    /// The CSV input starts with a header line naming the table's columns
+    /// (in any order).
     #[arg(long)]
     header: bool,
     /// Rows per batch handed to the writer.
@@ -257,8 +259,12 @@ struct LineParser {
     batch_rows: usize,
     header: bool,
     decoder: Decoder,
-    /// Column names in table order, for the header check and error messages.
+    /// Column names in input order (the table's unless a header reorders
+    /// them), for the header check and error messages.
     columns: Vec<String>,
+    /// For each table column, its position in the input, when a header put
+    /// the columns in another order.
+    to_table: Option<Vec<usize>>,
     table: TablePath,
 }
 
@@ -279,6 +285,7 @@ impl LineParser {
             header,
             decoder,
             columns,
+            to_table: None,
             table: table.path.clone(),
         })
     }
@@ -315,7 +322,14 @@ impl LineParser {
         }
     }
 
-    fn check_header(&self, input: &mut dyn BufRead, line_number: &mut u64) -> anyhow::Result<()> {
+    /// Reads the header line: the table's columns, in any order. Another
+    /// order makes the decoder read the input's order and each batch is put
+    /// back in the table's (a per-batch column reorder, no copy).
+    fn check_header(
+        &mut self,
+        input: &mut dyn BufRead,
+        line_number: &mut u64,
+    ) -> anyhow::Result<()> {
         let mut line = String::new();
         input
             .read_line(&mut line)
@@ -326,20 +340,48 @@ impl LineParser {
             .split(',')
             .map(|n| n.trim().trim_matches('"'))
             .collect();
-        if names != self.columns {
+        if names == self.columns {
+            return Ok(());
+        }
+        let positions: Option<Vec<usize>> = names
+            .iter()
+            .map(|n| self.columns.iter().position(|c| c == n))
+            .collect();
+        let is_permutation = positions.as_ref().is_some_and(|p| {
+            let mut sorted = p.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            sorted.len() == self.columns.len() && p.len() == self.columns.len()
+        });
+        let Some(positions) = positions.filter(|_| is_permutation) else {
             bail!(
-                "line 1: the header names columns ({}) but {} has ({}) in that order",
+                "line 1: the header names columns ({}) but {} has ({}): name each once",
                 names.join(","),
                 self.table,
                 self.columns.join(",")
             );
-        }
+        };
+        let input_schema = Arc::new(self.schema.project(&positions)?);
+        self.to_table = Some(
+            (0..self.columns.len())
+                .map(|c| positions.iter().position(|&p| p == c).unwrap_or(c))
+                .collect(),
+        );
+        self.columns = names.iter().map(|n| (*n).to_owned()).collect();
+        self.schema = input_schema;
+        self.decoder = Decoder::new(self.format, &self.schema, self.batch_rows)?;
         Ok(())
     }
 
     fn decode_chunk(&mut self, chunk: &Chunk) -> anyhow::Result<Vec<RecordBatch>> {
         match self.decoder.decode_all(&chunk.bytes) {
-            Ok(batches) => Ok(batches),
+            Ok(batches) => match &self.to_table {
+                None => Ok(batches),
+                Some(order) => Ok(batches
+                    .iter()
+                    .map(|b| b.project(order))
+                    .collect::<Result<_, _>>()?),
+            },
             Err(chunk_error) => {
                 // The decoder may hold half a batch now: start afresh, and
                 // decode line by line to name the line at fault (error path only).
