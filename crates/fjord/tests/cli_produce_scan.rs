@@ -586,3 +586,65 @@ fn a_following_scan_sees_rows_written_after_it_started() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(csv_ids(&stdout(&output)), vec![1, 2, 3, 4]);
 }
+
+#[test]
+fn a_following_scan_shows_rows_before_it_ends() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = FjordServer::start(dir.path());
+    let bootstrap = server.bootstrap_servers();
+    create_table(&server, "tail", 1);
+    let base = ["--bootstrap", bootstrap.as_str(), "--table", "cli.tail"];
+    let produce: Vec<&str> = ["produce"].into_iter().chain(base).chain(["-q"]).collect();
+    ok(&produce, "1,a,1.0,2026-11-30T10:00:00\n");
+    for format in ["json", "table"] {
+        // No --limit: the scan never ends by itself, so the row must reach
+        // stdout while it runs (not at exit, when buffers are flushed anyway).
+        let mut follower = Command::new(env!("CARGO_BIN_EXE_fjord"))
+            .args(["scan", "-q", "--follow", "--format", format])
+            .args(base)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn fjord scan --follow");
+        let mut out = std::io::BufReader::new(follower.stdout.take().expect("piped"));
+        // The scan is killed once the row was seen, or after the step timeout
+        // (its stdout then closes), so a missing row fails instead of hanging.
+        let follower = std::sync::Arc::new(std::sync::Mutex::new(follower));
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watchdog = {
+            let (follower, done) = (follower.clone(), done.clone());
+            std::thread::spawn(move || {
+                let deadline = std::time::Instant::now() + support::STEP_TIMEOUT;
+                while !done.load(std::sync::atomic::Ordering::SeqCst)
+                    && std::time::Instant::now() < deadline
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                let mut child = follower.lock().expect("child lock");
+                let _ = child.kill();
+                let _ = child.wait();
+            })
+        };
+        let mut seen = String::new();
+        let mut found = false;
+        loop {
+            let mut line = String::new();
+            let read = std::io::BufRead::read_line(&mut out, &mut line).unwrap_or(0);
+            seen.push_str(&line);
+            if read == 0 {
+                break;
+            }
+            if line.contains("\"a\"") || line.contains("| a ") {
+                found = true;
+                break;
+            }
+        }
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        watchdog.join().expect("watchdog");
+        assert!(
+            found,
+            "{format}: the row did not appear while following:\n{seen}"
+        );
+    }
+}

@@ -211,6 +211,13 @@ async fn scan(args: &Args, path: TablePath, start: StartOffset) -> anyhow::Resul
                 break;
             }
         }
+        if args.follow && !batches.is_empty() {
+            // Following, rows are shown as they arrive, not when a buffer fills.
+            if let Err(e) = sink.flush_pending() {
+                progress.clear();
+                return if closed.get() { Ok(()) } else { Err(e) };
+            }
+        }
         // A bucket that reached the end it had at the start is done.
         done.clear();
         done.extend(scanner.subscriptions().filter(|&key| {
@@ -374,6 +381,22 @@ impl<W: Write> Sink<W> {
             Sink::Table(t) => t.write(batch)?,
             Sink::Csv(w) => w.write(batch)?,
             Sink::Json(w) => w.write(batch)?,
+        }
+        Ok(())
+    }
+
+    /// Writes out what is buffered (a partial table group included).
+    fn flush_pending(&mut self) -> anyhow::Result<()> {
+        match self {
+            Sink::Table(t) => {
+                if !t.rows.is_empty() {
+                    t.print_group()?;
+                }
+                t.out.flush()?;
+            }
+            // The CSV writer flushes its output after every batch.
+            Sink::Csv(_) => {}
+            Sink::Json(w) => w.get_mut().flush()?,
         }
         Ok(())
     }
