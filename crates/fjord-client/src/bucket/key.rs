@@ -153,9 +153,10 @@ impl KeyEncoder {
     pub fn encode_row<R: InternalRow + ?Sized>(&mut self, row: &R) -> Result<&[u8]> {
         self.buf.clear();
         for (i, column) in self.columns.iter().enumerate() {
-            let datum = row.datum(column.pos);
-            if let Err(refusal) = encode(column.kind, datum, &mut self.buf) {
-                return Err(self.refusal_error(i, datum, refusal));
+            // Read again for the message rather than kept alive across the
+            // encode, which would pin the datum to the stack.
+            if let Err(refusal) = encode(column.kind, row.datum(column.pos), &mut self.buf) {
+                return Err(self.refusal_error(i, row.datum(column.pos), refusal));
             }
         }
         Ok(&self.buf)
@@ -183,9 +184,8 @@ impl KeyEncoder {
     pub(crate) fn encode_batch_row(&mut self, keys: &[KeyArray<'_>], row: usize) -> Result<&[u8]> {
         self.buf.clear();
         for (i, (column, array)) in self.columns.iter().zip(keys).enumerate() {
-            let datum = array.datum(row);
-            if let Err(refusal) = encode(column.kind, datum, &mut self.buf) {
-                return Err(self.refusal_error(i, datum, refusal));
+            if let Err(refusal) = encode(column.kind, array.datum(row), &mut self.buf) {
+                return Err(self.refusal_error(i, array.datum(row), refusal));
             }
         }
         Ok(&self.buf)
@@ -264,30 +264,40 @@ fn put_timestamp(buf: &mut Vec<u8>, t: Timestamp, compact: bool) {
     }
 }
 
+/// Appends the encoding of one key value. Matches on the datum first (not a
+/// `(kind, datum)` tuple, which copies the datum to the stack).
 #[inline]
 fn encode(kind: KeyKind, datum: Datum<'_>, buf: &mut Vec<u8>) -> std::result::Result<(), Refusal> {
-    match (kind, datum) {
-        (_, Datum::Null) => return Err(Refusal::Null),
-        (KeyKind::Boolean, Datum::Boolean(v)) => buf.push(u8::from(v)),
-        (KeyKind::TinyInt, Datum::TinyInt(v)) => buf.push(v as u8),
-        (KeyKind::SmallInt, Datum::SmallInt(v)) => buf.extend_from_slice(&v.to_le_bytes()),
-        (KeyKind::Int, Datum::Int(v))
-        | (KeyKind::Date, Datum::Date(v))
-        | (KeyKind::Time, Datum::Time(v)) => put_varint_u32(buf, v as u32),
-        (KeyKind::BigInt, Datum::BigInt(v)) => put_varint_u64(buf, v as u64),
-        (KeyKind::Float, Datum::Float(v)) => buf.extend_from_slice(&v.to_le_bytes()),
-        (KeyKind::Double, Datum::Double(v)) => buf.extend_from_slice(&v.to_le_bytes()),
-        (KeyKind::String, Datum::String(v)) => put_bytes(buf, v.as_bytes())?,
-        (KeyKind::Bytes, Datum::Binary(v)) => put_bytes(buf, v)?,
-        (KeyKind::Decimal { compact: true }, Datum::Decimal(v)) => {
-            let v = i64::try_from(v).map_err(|_| Refusal::OutOfRange)?;
-            put_varint_u64(buf, v as u64);
-        }
-        (KeyKind::Decimal { compact: false }, Datum::Decimal(v)) => put_big_unscaled(buf, v)?,
-        (KeyKind::Timestamp { compact }, Datum::Timestamp(t))
-        | (KeyKind::TimestampLtz { compact }, Datum::TimestampLtz(t)) => {
-            put_timestamp(buf, t, compact)
-        }
+    use KeyKind as K;
+    match datum {
+        Datum::Null => return Err(Refusal::Null),
+        Datum::Boolean(v) if kind == K::Boolean => buf.push(u8::from(v)),
+        Datum::TinyInt(v) if kind == K::TinyInt => buf.push(v as u8),
+        Datum::SmallInt(v) if kind == K::SmallInt => buf.extend_from_slice(&v.to_le_bytes()),
+        Datum::Int(v) if kind == K::Int => put_varint_u32(buf, v as u32),
+        Datum::Date(v) if kind == K::Date => put_varint_u32(buf, v as u32),
+        Datum::Time(v) if kind == K::Time => put_varint_u32(buf, v as u32),
+        Datum::BigInt(v) if kind == K::BigInt => put_varint_u64(buf, v as u64),
+        Datum::Float(v) if kind == K::Float => buf.extend_from_slice(&v.to_le_bytes()),
+        Datum::Double(v) if kind == K::Double => buf.extend_from_slice(&v.to_le_bytes()),
+        Datum::String(v) if kind == K::String => put_bytes(buf, v.as_bytes())?,
+        Datum::Binary(v) if kind == K::Bytes => put_bytes(buf, v)?,
+        Datum::Decimal(v) => match kind {
+            K::Decimal { compact: true } => {
+                let v = i64::try_from(v).map_err(|_| Refusal::OutOfRange)?;
+                put_varint_u64(buf, v as u64);
+            }
+            K::Decimal { compact: false } => put_big_unscaled(buf, v)?,
+            _ => return Err(Refusal::Mismatch),
+        },
+        Datum::Timestamp(t) => match kind {
+            K::Timestamp { compact } => put_timestamp(buf, t, compact),
+            _ => return Err(Refusal::Mismatch),
+        },
+        Datum::TimestampLtz(t) => match kind {
+            K::TimestampLtz { compact } => put_timestamp(buf, t, compact),
+            _ => return Err(Refusal::Mismatch),
+        },
         _ => return Err(Refusal::Mismatch),
     }
     Ok(())

@@ -225,11 +225,17 @@ impl Column {
 
     /// Appends one value; returns the bytes it added to the data buffer of
     /// a STRING/BYTES column (0 otherwise). On error nothing was written.
+    ///
+    /// The match is on the datum first and the column's kind in guards, not
+    /// on a `(kind, datum)` tuple: building the tuple copied the datum to
+    /// the stack with wide loads that stall on the caller's narrow stores.
     #[inline]
     fn append(&mut self, datum: Datum<'_>) -> std::result::Result<usize, Refusal> {
+        use ColumnKind as K;
+        let kind = self.kind;
         let mut var_bytes = 0;
-        match (self.kind, datum) {
-            (_, Datum::Null) => {
+        match datum {
+            Datum::Null => {
                 if !self.nullable {
                     return Err(Refusal::Null);
                 }
@@ -237,22 +243,28 @@ impl Column {
                 self.nulls.append_null();
                 return Ok(0);
             }
-            (ColumnKind::Boolean, Datum::Boolean(v)) => self.bits.append(v),
-            (ColumnKind::Int8, Datum::TinyInt(v)) => self.values.push(v),
-            (ColumnKind::Int16, Datum::SmallInt(v)) => self.values.push(v),
-            (ColumnKind::Int32, Datum::Int(v)) => self.values.push(v),
-            (ColumnKind::Int64, Datum::BigInt(v)) => self.values.push(v),
-            (ColumnKind::Float32, Datum::Float(v)) => self.values.push(v),
-            (ColumnKind::Float64, Datum::Double(v)) => self.values.push(v),
-            (ColumnKind::Utf8, Datum::String(v)) => var_bytes = self.push_var(v.as_bytes())?,
-            (ColumnKind::Binary, Datum::Binary(v)) => var_bytes = self.push_var(v)?,
-            (ColumnKind::FixedBinary { width }, Datum::Binary(v)) => {
-                if v.len() != width {
-                    return Err(Refusal::OutOfRange("byte length differs from BINARY(n)"));
+            Datum::Boolean(v) if kind == K::Boolean => self.bits.append(v),
+            Datum::TinyInt(v) if kind == K::Int8 => self.values.push(v),
+            Datum::SmallInt(v) if kind == K::Int16 => self.values.push(v),
+            Datum::Int(v) if kind == K::Int32 => self.values.push(v),
+            Datum::BigInt(v) if kind == K::Int64 => self.values.push(v),
+            Datum::Float(v) if kind == K::Float32 => self.values.push(v),
+            Datum::Double(v) if kind == K::Float64 => self.values.push(v),
+            Datum::String(v) if kind == K::Utf8 => var_bytes = self.push_var(v.as_bytes())?,
+            Datum::Binary(v) => match kind {
+                K::Binary => var_bytes = self.push_var(v)?,
+                K::FixedBinary { width } => {
+                    if v.len() != width {
+                        return Err(Refusal::OutOfRange("byte length differs from BINARY(n)"));
+                    }
+                    self.values.extend_from_slice(v);
                 }
-                self.values.extend_from_slice(v);
-            }
-            (ColumnKind::Decimal { bound }, Datum::Decimal(v)) => {
+                _ => return Err(Refusal::Mismatch),
+            },
+            Datum::Decimal(v) => {
+                let K::Decimal { bound } = kind else {
+                    return Err(Refusal::Mismatch);
+                };
                 if v <= -bound || v >= bound {
                     return Err(Refusal::OutOfRange(
                         "unscaled value has more digits than the precision",
@@ -260,28 +272,35 @@ impl Column {
                 }
                 self.values.push(v);
             }
-            (ColumnKind::Date32, Datum::Date(v)) => self.values.push(v),
+            Datum::Date(v) if kind == K::Date32 => self.values.push(v),
             // Fluss's writers truncate a finer value to the column's unit.
-            (ColumnKind::Time32Second, Datum::Time(ms)) => {
-                self.values.push(time_of_day(ms)? / 1_000)
-            }
-            (ColumnKind::Time32Milli, Datum::Time(ms)) => self.values.push(time_of_day(ms)?),
-            (ColumnKind::Time64Micro, Datum::Time(ms)) => {
-                self.values.push(i64::from(time_of_day(ms)?) * 1_000)
-            }
-            (ColumnKind::Time64Nano, Datum::Time(ms)) => {
-                self.values.push(i64::from(time_of_day(ms)?) * 1_000_000)
-            }
-            (ColumnKind::Timestamp { unit, ltz: false }, Datum::Timestamp(t))
-            | (ColumnKind::Timestamp { unit, ltz: true }, Datum::TimestampLtz(t)) => {
-                let value = timestamp_in_unit(t, unit)
-                    .ok_or(Refusal::OutOfRange("timestamp overflows the column's unit"))?;
-                self.values.push(value);
-            }
+            Datum::Time(ms) => match kind {
+                K::Time32Second => self.values.push(time_of_day(ms)? / 1_000),
+                K::Time32Milli => self.values.push(time_of_day(ms)?),
+                K::Time64Micro => self.values.push(i64::from(time_of_day(ms)?) * 1_000),
+                K::Time64Nano => self.values.push(i64::from(time_of_day(ms)?) * 1_000_000),
+                _ => return Err(Refusal::Mismatch),
+            },
+            Datum::Timestamp(t) => match kind {
+                K::Timestamp { unit, ltz: false } => self.push_timestamp(t, unit)?,
+                _ => return Err(Refusal::Mismatch),
+            },
+            Datum::TimestampLtz(t) => match kind {
+                K::Timestamp { unit, ltz: true } => self.push_timestamp(t, unit)?,
+                _ => return Err(Refusal::Mismatch),
+            },
             _ => return Err(Refusal::Mismatch),
         }
         self.nulls.append_non_null();
         Ok(var_bytes)
+    }
+
+    #[inline]
+    fn push_timestamp(&mut self, t: Timestamp, unit: TimeUnit) -> std::result::Result<(), Refusal> {
+        let value = timestamp_in_unit(t, unit)
+            .ok_or(Refusal::OutOfRange("timestamp overflows the column's unit"))?;
+        self.values.push(value);
+        Ok(())
     }
 
     /// The placeholder a NULL occupies in the value buffers.
@@ -514,14 +533,15 @@ impl RowBatchBuilder {
         }
         let mut var_bytes = 0;
         for pos in 0..self.columns.len() {
-            let datum = row.datum(pos);
-            match self.columns[pos].append(datum) {
+            // The datum is read again for the error message rather than kept
+            // alive across the append, which would pin it to the stack.
+            match self.columns[pos].append(row.datum(pos)) {
                 Ok(n) => var_bytes += n,
                 Err(refusal) => {
                     for column in &mut self.columns[..pos] {
                         column.truncate(self.rows);
                     }
-                    return Err(self.refusal_error(pos, datum, refusal));
+                    return Err(self.refusal_error(pos, row.datum(pos), refusal));
                 }
             }
         }
