@@ -22,7 +22,7 @@ use crate::bucket::BucketAssigner;
 use crate::error::{ClientError, Result};
 use crate::row::{InternalRow, RowBatchBuilder};
 use crate::writer::memory::MemoryPool;
-use crate::writer::BatchAck;
+use crate::writer::{BatchAck, Shared};
 
 /// A bucket of a table: `(partition id, bucket id)`; the partition is `None`
 /// for a non-partitioned table.
@@ -155,32 +155,24 @@ impl Accumulator {
         self.sealed_count
     }
 
-    fn slots(&mut self, partition: Option<i64>) -> &mut Vec<Option<Slot>> {
-        match partition {
-            None => &mut self.plain,
-            Some(id) => {
-                let count = self.bucket_count;
-                self.partitions
-                    .entry(id)
-                    .or_insert_with(|| (0..count).map(|_| None).collect())
-            }
-        }
-    }
-
+    /// The slot of `key`, created (once per bucket) on first use. Touches
+    /// no reference count: this runs per row.
     fn slot(&mut self, key: BucketKey) -> Result<&mut Slot> {
-        let schema = self.schema.clone();
+        let count = self.bucket_count;
         let index = usize::try_from(key.1)
             .ok()
-            .filter(|&b| b < self.bucket_count as usize)
-            .ok_or_else(|| {
-                ClientError::Invalid(format!(
-                    "bucket {} out of range: the table has {} buckets",
-                    key.1, self.bucket_count
-                ))
-            })?;
-        let entry = &mut self.slots(key.0)[index];
+            .filter(|&b| b < count as usize)
+            .ok_or_else(|| bucket_out_of_range(key.1, count))?;
+        let slots = match key.0 {
+            None => &mut self.plain,
+            Some(id) => self
+                .partitions
+                .entry(id)
+                .or_insert_with(|| (0..count).map(|_| None).collect()),
+        };
+        let entry = &mut slots[index];
         if entry.is_none() {
-            *entry = Some(Slot::new(&schema)?);
+            *entry = Some(Slot::new(&self.schema)?);
         }
         Ok(entry.as_mut().expect("slot was just created"))
     }
@@ -191,9 +183,9 @@ impl Accumulator {
         &mut self,
         partition: Option<i64>,
         row: &R,
-        pool: &MemoryPool,
-        ratio: f32,
+        shared: &Shared,
     ) -> Result<RowOutcome> {
+        let pool = &shared.pool;
         let bucket = self.assigner.assign(row)?;
         let key = (partition, bucket);
         let batch_size = self.batch_size_bytes;
@@ -203,7 +195,7 @@ impl Accumulator {
         if was_empty {
             // Once per batch: its age and size rules.
             slot.opened_at = Instant::now();
-            slot.seal_at_bytes = seal_threshold(batch_size, ratio, pool.total_bytes());
+            slot.seal_at_bytes = seal_threshold(batch_size, shared.ratio(), pool.total_bytes());
             slot.chunk_bytes =
                 (slot.seal_at_bytes / 4).clamp(RESERVE_CHUNK_MIN_BYTES, RESERVE_CHUNK_BYTES);
         }
@@ -349,6 +341,13 @@ impl Accumulator {
     pub(crate) fn close(&mut self) {
         self.encode_tx = None;
     }
+}
+
+#[cold]
+fn bucket_out_of_range(bucket: i32, count: i32) -> ClientError {
+    ClientError::Invalid(format!(
+        "bucket {bucket} out of range: the table has {count} buckets"
+    ))
 }
 
 /// Uncompressed bytes at which a batch is sealed so that its compressed size

@@ -279,7 +279,7 @@ impl AppendWriter {
         let assigner = BucketAssigner::new(&table, config.no_key_assigner)?;
         let partitions = if table.is_partitioned() {
             let router =
-                PartitionRouter::new(client.admin(), &table, config.dynamic_create_partition)
+                PartitionRouter::for_client(client, &table, config.dynamic_create_partition)
                     .await?;
             Some(Partitions {
                 view: router.view(),
@@ -379,11 +379,8 @@ impl AppendWriter {
                 PartitionLookup::Missing => Some(p.router.ensure(row).await?),
             },
         };
-        let ratio = self.shared.ratio();
-        let outcome = self
-            .shared
-            .lock()
-            .append_row(partition, row, &self.shared.pool, ratio)?;
+        let shared = &*self.shared;
+        let outcome = shared.lock().append_row(partition, row, shared)?;
         if let RowOutcome::Deficit { key, need_bytes } = outcome {
             self.deficit = Some((key, need_bytes));
             self.settle_deficit().await?;
