@@ -72,6 +72,63 @@ fn wait_bounded(mut child: std::process::Child) -> Output {
     output
 }
 
+/// A `fjord` process read line by line, killed when dropped or after
+/// [`support::STEP_TIMEOUT`] (its stdout then closes), so a line that never
+/// comes fails the test instead of hanging it.
+struct Watched {
+    out: std::io::BufReader<std::process::ChildStdout>,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    watchdog: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watched {
+    fn spawn(args: &[&str]) -> Watched {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_fjord"))
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn fjord");
+        let out = std::io::BufReader::new(child.stdout.take().expect("piped"));
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = done.clone();
+        let watchdog = std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + support::STEP_TIMEOUT;
+            while !flag.load(std::sync::atomic::Ordering::SeqCst)
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        });
+        Watched {
+            out,
+            done,
+            watchdog: Some(watchdog),
+        }
+    }
+
+    /// The next line of stdout; `None` once it closed.
+    fn line(&mut self) -> Option<String> {
+        let mut line = String::new();
+        match std::io::BufRead::read_line(&mut self.out, &mut line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(line),
+        }
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(watchdog) = self.watchdog.take() {
+            let _ = watchdog.join();
+        }
+    }
+}
+
 fn stdout(output: &Output) -> String {
     String::from_utf8(output.stdout.clone()).expect("utf-8 stdout")
 }
@@ -506,7 +563,24 @@ fn partitioned_tables_are_produced_by_row_and_scanned_whole_or_by_partition() {
         csv_ids(&ok(&args, ""))
     };
     assert_eq!(scan(&[]), vec![1, 2, 3]);
+
+    // Following the whole table, a partition created after the scan showed
+    // the existing rows (so after its first listing) is picked up.
+    let args: Vec<&str> = ["scan", "-q", "--follow", "--limit", "4", "--format", "csv"]
+        .into_iter()
+        .chain(base)
+        .collect();
+    let mut follower = Watched::spawn(&args);
+    let mut lines = Vec::new();
+    while lines.len() < 4 {
+        lines.push(follower.line().expect("the existing rows are shown"));
+    }
+    ok(&produce, "{\"id\": 4, \"dt\": \"20261201\"}\n");
+    lines.push(follower.line().expect("the new partition's row is shown"));
+    assert_eq!(csv_ids(&lines.concat()), vec![1, 2, 3, 4]);
+    assert_eq!(follower.line(), None, "the scan ends at its limit");
     assert_eq!(scan(&["--partition", "20261130"]), vec![2, 3]);
+    assert_eq!(scan(&["--partition", "20261201"]), vec![4]);
     assert_eq!(
         scan(&["--partition", "20261129", "--columns", "id"]),
         vec![1]
@@ -599,49 +673,21 @@ fn a_following_scan_shows_rows_before_it_ends() {
     for format in ["json", "table"] {
         // No --limit: the scan never ends by itself, so the row must reach
         // stdout while it runs (not at exit, when buffers are flushed anyway).
-        let mut follower = Command::new(env!("CARGO_BIN_EXE_fjord"))
-            .args(["scan", "-q", "--follow", "--format", format])
-            .args(base)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn fjord scan --follow");
-        let mut out = std::io::BufReader::new(follower.stdout.take().expect("piped"));
-        // The scan is killed once the row was seen, or after the step timeout
-        // (its stdout then closes), so a missing row fails instead of hanging.
-        let follower = std::sync::Arc::new(std::sync::Mutex::new(follower));
-        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let watchdog = {
-            let (follower, done) = (follower.clone(), done.clone());
-            std::thread::spawn(move || {
-                let deadline = std::time::Instant::now() + support::STEP_TIMEOUT;
-                while !done.load(std::sync::atomic::Ordering::SeqCst)
-                    && std::time::Instant::now() < deadline
-                {
-                    std::thread::sleep(std::time::Duration::from_millis(20));
-                }
-                let mut child = follower.lock().expect("child lock");
-                let _ = child.kill();
-                let _ = child.wait();
-            })
-        };
+        let args: Vec<&str> = ["scan", "-q", "--follow", "--format", format]
+            .into_iter()
+            .chain(base)
+            .collect();
+        let mut follower = Watched::spawn(&args);
         let mut seen = String::new();
         let mut found = false;
-        loop {
-            let mut line = String::new();
-            let read = std::io::BufRead::read_line(&mut out, &mut line).unwrap_or(0);
+        while let Some(line) = follower.line() {
             seen.push_str(&line);
-            if read == 0 {
-                break;
-            }
             if line.contains("\"a\"") || line.contains("| a ") {
                 found = true;
                 break;
             }
         }
-        done.store(true, std::sync::atomic::Ordering::SeqCst);
-        watchdog.join().expect("watchdog");
+        drop(follower);
         assert!(
             found,
             "{format}: the row did not appear while following:\n{seen}"

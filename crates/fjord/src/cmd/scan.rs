@@ -1,7 +1,8 @@
 //! `fjord scan`: a log table to stdout as a pretty table, CSV or JSON lines.
 //!
 //! Every bucket (of every partition that exists when the scan starts, or of
-//! `--partition`) is read from `--from` (earliest, latest, an offset, or the
+//! `--partition`; following, partitions created later join within
+//! [`PARTITION_DISCOVERY_INTERVAL`], from their first record) is read from `--from` (earliest, latest, an offset, or the
 //! first record committed at or after a timestamp) with the native log
 //! scanner, `--columns` pushed to the server as a projection (in the order
 //! given). Without `--follow` the scan ends when each bucket reached the high
@@ -16,10 +17,10 @@
 pub mod progress;
 
 use std::cell::Cell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::io::{BufWriter, Write};
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use arrow_array::RecordBatch;
@@ -34,6 +35,11 @@ pub const DEFAULT_BOOTSTRAP: &str = "127.0.0.1:9123";
 
 /// How long connecting to one bootstrap server may take before the next is tried.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often a `--follow` scan of a partitioned table lists its partitions
+/// to pick up new ones: soon enough for a person watching, rarely enough
+/// that the listing costs the coordinator nothing.
+const PARTITION_DISCOVERY_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Rows the `table` format lays out together: column widths are computed per
 /// group, so memory stays bounded however long the scan.
@@ -74,7 +80,7 @@ pub struct Args {
     format: OutputFormat,
     /// Read only this partition (by name, e.g. `20261130` or `2026$eu`) of a
     /// partitioned table; without it every partition that exists at the
-    /// start is read.
+    /// start is read (and, with --follow, every partition created later).
     #[arg(long)]
     partition: Option<String>,
     /// Keep reading new records after the end (until interrupted or --limit).
@@ -191,7 +197,17 @@ async fn scan(args: &Args, path: TablePath, start: StartOffset) -> anyhow::Resul
     let mut progress = Progress::new("read", args.quiet);
     let mut remaining = args.limit.unwrap_or(u64::MAX);
     let mut done = Vec::new();
-    while remaining > 0 && scanner.subscriptions().next().is_some() {
+    // Following all partitions of a partitioned table, new ones join the scan.
+    let discover = args.follow && table.is_partitioned() && args.partition.is_none();
+    while remaining > 0 && (discover || scanner.subscriptions().next().is_some()) {
+        if discover {
+            scanner.discover_partitions(&client).await?;
+            if scanner.subscriptions().next().is_none() {
+                // Nothing to fetch yet: wait for the next listing.
+                tokio::time::sleep(PARTITION_DISCOVERY_INTERVAL).await;
+                continue;
+            }
+        }
         let batches = scanner.poll().await?;
         for scanned in &batches {
             let mut records = scanned.records().clone();
@@ -240,6 +256,10 @@ async fn scan(args: &Args, path: TablePath, start: StartOffset) -> anyhow::Resul
 struct Scan {
     scanner: LogScanner,
     ends: BTreeMap<ScanBucket, i64>,
+    /// Partitions subscribed so far (all of whose buckets were considered).
+    partitions: HashSet<i64>,
+    /// When partitions were last listed (partitioned tables, `--follow`).
+    listed_at: Instant,
 }
 
 impl std::ops::Deref for Scan {
@@ -281,6 +301,8 @@ async fn subscribe(
         let mut scan = Scan {
             scanner: LogScanner::new(table.clone(), route, config)?.with_client(client.clone()),
             ends: BTreeMap::new(),
+            partitions: HashSet::new(),
+            listed_at: Instant::now(),
         };
         for bucket in 0..table.bucket_count() {
             let from = scan.resolve_offset(bucket, start).await?;
@@ -308,28 +330,64 @@ async fn subscribe(
     let mut scan = Scan {
         scanner: LogScanner::new_partitioned(table.clone(), config)?.with_client(client.clone()),
         ends: BTreeMap::new(),
+        partitions: HashSet::new(),
+        listed_at: Instant::now(),
     };
     for partition in &partitions {
-        let id = partition.partition_id;
-        let route = client.partition_route(table, id).await?;
+        scan.add_partition(client, partition.partition_id, start, args.follow)
+            .await?;
+    }
+    Ok(scan)
+}
+
+impl Scan {
+    /// Subscribes every bucket of one partition from `start`, up to its
+    /// current end unless following.
+    async fn add_partition(
+        &mut self,
+        client: &FlussClient,
+        id: i64,
+        start: StartOffset,
+        follow: bool,
+    ) -> anyhow::Result<()> {
+        let route = client.partition_route(self.table(), id).await?;
         for bucket in 0..route.bucket_count() {
-            let from = scan
+            let from = self
                 .resolve_partition_offset(id, &route, bucket, start)
                 .await?;
-            let end = match args.follow {
+            let end = match follow {
                 true => i64::MAX,
                 false => {
-                    scan.resolve_partition_offset(id, &route, bucket, StartOffset::Latest)
+                    self.resolve_partition_offset(id, &route, bucket, StartOffset::Latest)
                         .await?
                 }
             };
             if from < end {
-                scan.subscribe_partition(id, route.clone(), bucket, from)?;
+                self.subscribe_partition(id, route.clone(), bucket, from)?;
             }
-            scan.ends.insert(ScanBucket::of_partition(id, bucket), end);
+            self.ends.insert(ScanBucket::of_partition(id, bucket), end);
         }
+        self.partitions.insert(id);
+        Ok(())
     }
-    Ok(scan)
+
+    /// Following every partition of a partitioned table: subscribes the
+    /// partitions created since the last listing (from their first record),
+    /// at most every [`PARTITION_DISCOVERY_INTERVAL`].
+    async fn discover_partitions(&mut self, client: &FlussClient) -> anyhow::Result<()> {
+        if self.listed_at.elapsed() < PARTITION_DISCOVERY_INTERVAL {
+            return Ok(());
+        }
+        self.listed_at = Instant::now();
+        let path = self.table().path.clone();
+        for partition in client.admin().list_partitions(&path, None).await? {
+            if !self.partitions.contains(&partition.partition_id) {
+                self.add_partition(client, partition.partition_id, StartOffset::Earliest, true)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Stdout that remembers whether the reader went away: the CSV writer turns
