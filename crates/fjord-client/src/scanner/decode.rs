@@ -1,7 +1,7 @@
 //! Turning the `records` bytes of one bucket of a FetchLog response into
 //! Arrow record batches: split the bytes into log batches, skip what the
-//! scanner has already returned, decode each batch without copying its
-//! buffers, and put projected columns in the order the caller asked for.
+//! scanner has already returned, decode each batch from slices of the
+//! response (no copy of its bytes by the scanner), and put projected columns in the order the caller asked for.
 //!
 //! Everything here is per batch; nothing is per record.
 

@@ -5,21 +5,27 @@
 //! Layout:
 //! - this file: subscriptions, the fetch loop, per-bucket error policy,
 //!   offset resolution (earliest, latest, timestamp).
-//! - [`decode`]: the records bytes of one bucket → Arrow batches, zero-copy.
-//! - [`rows`]: a row view over a received batch implementing `InternalRow`.
+//! - `config`: [`ScannerConfig`] and Fluss's `client.scanner.log.*` options.
+//! - `decode`: the records bytes of one bucket → Arrow batches.
+//! - `rows`: a row view over a received batch implementing `InternalRow`.
 //!
 //! One FetchLog request per leader per poll covers every subscribed bucket
 //! it leads (requests to different leaders run concurrently); the response's
-//! record bytes are decoded batch by batch and the Arrow buffers slice the
-//! received frame. Everything derived from the table and the projection (the
+//! record bytes are decoded batch by batch without copying them: Arrow
+//! buffers slice the received frame where Arrow allows (an uncompressed
+//! buffer that is 8-byte aligned in memory; Arrow's reader copies a
+//! misaligned one, and compressed ones are decompressed into new buffers).
+//! Everything derived from the table and the projection (the
 //! Arrow schema of fetched batches, the column order to return) is computed
 //! once in [`LogScanner::new`].
 //!
 //! Per-bucket errors follow the Fluss Java client (`AbstractLogFetchCollector`):
 //! - leadership and availability errors (NOT_LEADER_OR_FOLLOWER,
 //!   UNKNOWN_TABLE_OR_BUCKET, LEADER_NOT_AVAILABLE, storage errors, FENCED_LEADER_EPOCH,
-//!   REQUEST_TIME_OUT, UNKNOWN_SERVER_ERROR) skip the bucket for this poll and
-//!   refresh the table's leaders before the next; after
+//!   REQUEST_TIME_OUT, UNKNOWN_SERVER_ERROR) and lost connections skip the
+//!   bucket for this poll and refresh the leaders before the next (through
+//!   the [`FlussClient`] given to [`LogScanner::with_client`], for partitions
+//!   too); after
 //!   [`MAX_RETRIABLE_BUCKET_ERRORS`] such errors in a row the poll fails;
 //! - LOG_OFFSET_OUT_OF_RANGE fails the poll with the offset, the log start and
 //!   the high watermark, unless [`OffsetReset::Earliest`] is configured, in
