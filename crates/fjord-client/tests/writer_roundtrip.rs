@@ -14,7 +14,7 @@ use fjord_client::row::Datum;
 use fjord_client::{FlussClient, TableInfo, TablePath, WriterConfig};
 use fjord_format::schema::Schema;
 use fjord_format::types::DataType;
-use support::{create_log_table, read_all, TestServer};
+use support::{create_bucketed_table, create_log_table, read_all, read_all_by_bucket, TestServer};
 
 const NAMES: [&str; 4] = ["pv", "cart", "fav", "buy"];
 
@@ -265,5 +265,83 @@ async fn bootstrap_falls_back_to_the_next_server() {
         Err(e) => e,
     };
     assert!(e.to_string().contains("127.0.0.1:1"), "{e}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_batch_for_a_hashed_table_is_split_into_the_buckets_its_rows_hash_to() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    let by_rows = TablePath::new("writer_tests", "hashed_rows");
+    let by_batch = TablePath::new("writer_tests", "hashed_batch");
+    let rows_table =
+        create_bucketed_table(&client, &by_rows, id_name_schema(), 4, &["id"], "ZSTD").await;
+    let batch_table =
+        create_bucketed_table(&client, &by_batch, id_name_schema(), 4, &["id"], "ZSTD").await;
+    let mut row_writer = client
+        .append_writer(&by_rows, WriterConfig::default())
+        .await
+        .expect("writer");
+    for id in 0..2_000i64 {
+        row_writer
+            .append(&[Datum::BigInt(id), Datum::String(NAMES[id as usize % 4])])
+            .await
+            .expect("append");
+    }
+    row_writer.flush().await.expect("flush");
+    let mut batch_writer = client
+        .append_writer(&by_batch, WriterConfig::default())
+        .await
+        .expect("writer");
+    let schema = batch_writer.arrow_schema().clone();
+    let done = batch_writer
+        .append_batch(id_batch(&schema, 0..2_000))
+        .await
+        .expect("append batch");
+    batch_writer.flush().await.expect("flush");
+    assert_eq!(done.await.expect("acknowledged").records, 2_000);
+
+    let per_bucket = |read: Vec<(i32, RecordBatch)>| {
+        let mut buckets = vec![Vec::new(); 4];
+        for (bucket, batch) in read {
+            buckets[bucket as usize].extend(ids(&[batch]));
+        }
+        for ids in &mut buckets {
+            ids.sort_unstable();
+        }
+        buckets
+    };
+    let from_rows = per_bucket(read_all_by_bucket(&client, &rows_table, 2_000).await);
+    let from_batch = per_bucket(read_all_by_bucket(&client, &batch_table, 2_000).await);
+    assert_eq!(from_rows.iter().map(Vec::len).sum::<usize>(), 2_000);
+    assert!(
+        from_rows.iter().all(|ids| !ids.is_empty()),
+        "rows spread over every bucket"
+    );
+    assert_eq!(from_rows, from_batch);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_dropped_without_flush_still_delivers_its_rows() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    let table = table(&client, "dropped_writer", 2, "LZ4_FRAME").await;
+    let mut writer = client
+        .append_writer(
+            &table.path,
+            config(&[("client.writer.batch-timeout", "1h")]),
+        )
+        .await
+        .expect("writer");
+    for id in 0..500i64 {
+        writer
+            .append(&[Datum::BigInt(id), Datum::String("buy")])
+            .await
+            .expect("append");
+    }
+    drop(writer);
+    let read = ids(&read_all(&client, &table, 500).await);
+    assert_eq!(read, (0..500).collect::<Vec<_>>());
     server.stop().await;
 }

@@ -235,6 +235,8 @@ impl Sender {
             let leader = match self.leader(batch.key).await {
                 Ok(leader) => leader,
                 Err(e) => {
+                    // Counted in flight by `dispatch`, but never sent.
+                    self.finish_inflight(batch.key);
                     self.on_error(batch, e);
                     continue;
                 }

@@ -231,6 +231,18 @@ pub async fn create_log_table(
     buckets: i32,
     compression: &str,
 ) -> TableInfo {
+    create_bucketed_table(client, path, schema, buckets, &[], compression).await
+}
+
+/// Like [`create_log_table`], distributed by the hash of `bucket_keys`.
+pub async fn create_bucketed_table(
+    client: &FlussClient,
+    path: &TablePath,
+    schema: Schema,
+    buckets: i32,
+    bucket_keys: &[&str],
+    compression: &str,
+) -> TableInfo {
     let admin = client.admin();
     admin
         .create_database(&path.database, &DatabaseDescriptor::default(), true)
@@ -247,7 +259,7 @@ pub async fn create_log_table(
         Vec::new(),
         Some(TableDistribution {
             bucket_count: Some(buckets),
-            bucket_keys: Vec::new(),
+            bucket_keys: bucket_keys.iter().map(|k| (*k).to_owned()).collect(),
         }),
         properties,
         Default::default(),
@@ -268,6 +280,19 @@ pub async fn read_all(
     table: &TableInfo,
     expected_rows: usize,
 ) -> Vec<RecordBatch> {
+    read_all_by_bucket(client, table, expected_rows)
+        .await
+        .into_iter()
+        .map(|(_, batch)| batch)
+        .collect()
+}
+
+/// Like [`read_all`], with the bucket each batch was read from.
+pub async fn read_all_by_bucket(
+    client: &FlussClient,
+    table: &TableInfo,
+    expected_rows: usize,
+) -> Vec<(i32, RecordBatch)> {
     let route = client.table_route(table).await.expect("route");
     let mut scanner =
         LogScanner::new(table.clone(), route, ScannerConfig::default()).expect("scanner");
@@ -285,7 +310,7 @@ pub async fn read_all(
         }
         for b in batches {
             rows += b.records.num_rows();
-            out.push(b.records);
+            out.push((b.bucket, b.records));
         }
     }
     out
