@@ -1,17 +1,27 @@
 //! fjord-client: Fjord's native Rust client for the Fluss protocol.
 //!
 //! Layout, following a record from the caller to the server and back:
+//! - [`client`]: [`FlussClient`], the entry point: bootstrap list with
+//!   fallback, one connection per server, metadata cache.
 //! - [`connection`]: one TCP connection per server, requests multiplexed by
 //!   request id, a reader task completing them.
-//! - [`admin`]: databases, tables, table info, offsets.
-//! - [`metadata`]: bucket leaders of a table, from one MetaData request.
-//! - [`writer`]: the append writer (Arrow batches in, log batches out).
+//! - [`admin`]: databases, tables, partitions, table info, offsets.
+//! - [`metadata`]: bucket leaders of a table or partition, from one
+//!   MetaData request.
+//! - [`row`]: typed rows ([`row::Datum`], [`row::InternalRow`]) and the
+//!   row → Arrow builder.
+//! - [`bucket`]: bucket assignment (sticky, round-robin, key hash as the
+//!   official clients compute it).
+//! - [`partition`]: row → partition id, dynamic partition creation.
+//! - [`writer`]: the append writer (rows or Arrow batches in; per-bucket
+//!   builders, encoder thread, sender task; log batches out).
 //! - [`scanner`]: the log scanner (fetch, decode, projection pushdown).
 //!
 //! Architecture invariants: everything derivable from a table (schema,
-//! Arrow schema, bucket count, encoders) is resolved once when a writer or
-//! scanner is created; the per-record path touches only column builders.
-//! Hand-offs between tasks happen per batch.
+//! Arrow schema, bucket count, encoders, assigners) is resolved once when a
+//! writer or scanner is created; the per-record path touches only column
+//! builders (behind one uncontended lock on the writer's side). Hand-offs
+//! between threads and tasks happen per batch.
 
 pub mod admin;
 pub mod bucket;

@@ -102,8 +102,18 @@ fn encode_one(
     // The sequence is taken only for a batch that encodes: a failed encode
     // must not leave a gap the server would refuse.
     header.batch_sequence = sequences.peek(key);
-    if let Err(e) = encoder.encode(&batch, &header, None, &mut out) {
-        let error = ClientError::Format(format!("encoding a batch for bucket {}: {e}", key.1));
+    // arrow-rs reports some inconsistencies only by panicking; a panic here
+    // must fail this batch, not leave its completion (and flush) waiting.
+    let encoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        encoder.encode(&batch, &header, None, &mut out)
+    }));
+    let failure = match encoded {
+        Ok(Ok(_)) => None,
+        Ok(Err(e)) => Some(e.to_string()),
+        Err(_) => Some("the Arrow IPC writer panicked".to_owned()),
+    };
+    if let Some(why) = failure {
+        let error = ClientError::Format(format!("encoding a batch for bucket {}: {why}", key.1));
         shared.complete(Err(error), completion, reserved_bytes, 0);
         return;
     }
