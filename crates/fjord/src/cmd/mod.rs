@@ -4,6 +4,7 @@ pub mod bench;
 pub mod partitions;
 pub mod pipeline;
 pub mod produce;
+pub mod progress;
 pub mod quickstart;
 pub mod scan;
 pub mod server;

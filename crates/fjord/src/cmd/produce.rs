@@ -29,7 +29,7 @@ use fjord_client::scanner::ScanRows;
 use fjord_client::{TableInfo, TablePath, WriterConfig};
 use tokio::sync::mpsc;
 
-use super::scan::progress::{Progress, BYTES_PER_MB};
+use super::progress::{Progress, BYTES_PER_MB};
 use super::scan::{connect, parse_table_path, DEFAULT_BOOTSTRAP};
 
 /// Default rows per parsed batch: large enough that per-batch costs vanish

@@ -13,9 +13,6 @@
 //! Also home of what `fjord produce` shares with it: the bootstrap
 //! connection, table-path parsing and the progress line.
 
-#[path = "progress.rs"]
-pub mod progress;
-
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufWriter, Write};
@@ -28,7 +25,7 @@ use arrow_cast::display::{ArrayFormatter, FormatOptions};
 use fjord_client::scanner::{ScanBucket, StartOffset};
 use fjord_client::{FlussClient, LogScanner, ScannerConfig, TableInfo, TablePath};
 
-use progress::Progress;
+use super::progress::Progress;
 
 /// Where the server is when `--bootstrap` is not given (Fluss's default port).
 pub const DEFAULT_BOOTSTRAP: &str = "127.0.0.1:9123";
