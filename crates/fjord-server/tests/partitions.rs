@@ -582,3 +582,38 @@ async fn periodic_check_precreates_the_next_hours_and_drops_expired_ones_with_th
         .exists());
     server.stop().await;
 }
+
+#[tokio::test]
+async fn drop_database_cascade_deletes_partitioned_tables_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let mut c = server.client().await;
+    let table_id = create_table(&mut c, "t", PARTITIONED_JSON).await.unwrap();
+    create_partition(&mut c, "t", &[("name", "a")], false)
+        .await
+        .unwrap();
+    let pid = list(&mut c, "t", None).await[0].0;
+    produce(&mut c, table_id, pid, 0, 0..2).await;
+    let table_dir = dir.path().join("log").join(table_id.to_string());
+    assert!(table_dir.exists());
+    c.call(Request::DropDatabase(pb::DropDatabaseRequest {
+        database_name: "db".into(),
+        ignore_if_not_exists: false,
+        cascade: true,
+    }))
+    .await
+    .unwrap();
+    assert!(
+        !table_dir.exists(),
+        "the partitioned table's data is deleted"
+    );
+    let err = c
+        .call(Request::MetaData(pb::MetadataRequest {
+            partitions_id: vec![pid],
+            ..Default::default()
+        }))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::PartitionNotExists, "{err}");
+    server.stop().await;
+}
