@@ -250,7 +250,7 @@ impl<'a, T: Into<Datum<'a>>> From<Option<T>> for Datum<'a> {
 
 /// A row read field by field, like Fluss's `InternalRow`.
 ///
-/// Implemented for `[Datum]` slices, [`GenericRow`], and (in the scanner) a
+/// Implemented for `[Datum]` slices, arrays and vectors, [`GenericRow`], and (in the scanner) a
 /// row view over a received RecordBatch. Readers (the writer's column
 /// builders, the bucket assigner, the partition router) check
 /// `field_count()` against the table once per row and then read positions
@@ -282,6 +282,16 @@ impl InternalRow for [Datum<'_>] {
 impl<const N: usize> InternalRow for [Datum<'_>; N] {
     fn field_count(&self) -> usize {
         N
+    }
+
+    fn datum(&self, pos: usize) -> Datum<'_> {
+        self[pos]
+    }
+}
+
+impl InternalRow for Vec<Datum<'_>> {
+    fn field_count(&self) -> usize {
+        self.len()
     }
 
     fn datum(&self, pos: usize) -> Datum<'_> {
@@ -409,7 +419,8 @@ mod tests {
         let fields = [Datum::BigInt(7), Datum::String(&text), Datum::Null];
         let row = GenericRow::from_values(fields.to_vec());
         let slice: &[Datum<'_>] = &fields;
-        for r in [&slice as &dyn InternalRow, &fields, &row] {
+        let vec = fields.to_vec();
+        for r in [&slice as &dyn InternalRow, &fields, &row, &vec] {
             assert_eq!(r.field_count(), 3);
             assert_eq!(r.datum(0).as_i64(), Some(7));
             assert_eq!(r.datum(1).as_str(), Some("pv"));

@@ -325,6 +325,25 @@ fn a_refused_row_leaves_no_partial_values_behind() {
 }
 
 #[test]
+fn strings_of_every_short_length_are_copied_exactly() {
+    let text = "abcdefghijklmnopqrstu";
+    let mut builder = builder(&[("s", DataType::string()), ("b", DataType::bytes())]);
+    for n in 0..=text.len() {
+        let bytes = &text.as_bytes()[text.len() - n..];
+        builder
+            .append(&[Datum::String(&text[..n]), Datum::Binary(bytes)][..])
+            .unwrap();
+    }
+    let batch = builder.finish().unwrap();
+    let strings = batch.column(0).as_string::<i32>();
+    let blobs = batch.column(1).as_binary::<i32>();
+    for n in 0..=text.len() {
+        assert_eq!(strings.value(n), &text[..n]);
+        assert_eq!(blobs.value(n), &text.as_bytes()[text.len() - n..]);
+    }
+}
+
+#[test]
 fn builder_is_reused_across_batches_with_independent_contents() {
     let mut builder = builder(&[("id", DataType::bigint()), ("s", DataType::string())]);
     for i in 0..100 {
