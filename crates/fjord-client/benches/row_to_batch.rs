@@ -1,7 +1,8 @@
 //! The native writer's row path without the network: `user_behavior` rows as
 //! [`Datum`]s → [`RowBatchBuilder`] → `RecordBatch` → a complete ARROW log
 //! batch (header, CRC, IPC body, compression), per compression; and the
-//! row → builder step alone. Throughput is in records, so criterion's
+//! row → builder step alone, and the bucket of each row for a table hashed
+//! on `user_id` (BIGINT) or on `(behavior, user_id)`. Throughput is in records, so criterion's
 //! "elem/s" inverts to ns per record.
 //!
 //! Time is the benchmark thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), not
@@ -16,11 +17,16 @@ use std::time::Duration;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int64Type, TimestampMillisecondType};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use std::collections::BTreeMap;
+
+use fjord_client::bucket::{BucketAssigner, NoKeyAssigner};
 use fjord_client::row::{Datum, RowBatchBuilder, Timestamp};
+use fjord_client::{TableInfo, TablePath};
 use fjord_format::arrow_log::{ArrowCompression, ArrowLogEncoder};
 use fjord_format::arrow_schema::to_arrow_schema;
 use fjord_format::fixtures::{user_behavior_batch, user_behavior_schema};
 use fjord_format::log_batch::BatchHeader;
+use fjord_format::schema::{TableDescriptor, TableDistribution};
 
 /// Records per batch: about what a 2 MiB uncompressed batch holds for this
 /// schema (the seed writer's batches held ~53k records); the same figure as
@@ -81,18 +87,44 @@ fn events() -> Vec<Event> {
         .collect()
 }
 
+/// The `user_behavior` row of an event, built on the stack as a caller would.
+fn row_of(e: &Event) -> [Datum<'_>; 5] {
+    [
+        Datum::BigInt(e.user_id),
+        Datum::BigInt(e.item_id),
+        Datum::BigInt(e.category_id),
+        Datum::String(&e.behavior),
+        Datum::Timestamp(Timestamp::from_millis(e.ts_ms)),
+    ]
+}
+
+/// `user_behavior` with 4 buckets hashed on `bucket_keys`.
+fn hashed_table(bucket_keys: &[&str]) -> TableInfo {
+    let descriptor = TableDescriptor::new(
+        user_behavior_schema(),
+        None,
+        Vec::new(),
+        Some(TableDistribution {
+            bucket_count: Some(4),
+            bucket_keys: bucket_keys.iter().map(|k| k.to_string()).collect(),
+        }),
+        BTreeMap::new(),
+        BTreeMap::new(),
+    )
+    .expect("valid descriptor");
+    TableInfo {
+        path: TablePath::new("bench", "user_behavior"),
+        table_id: 1,
+        schema_id: 0,
+        descriptor,
+    }
+}
+
 /// Appends every event as a row of datums (built on the stack per record,
 /// as a caller would) and finishes the batch.
 fn append_all(builder: &mut RowBatchBuilder, events: &[Event]) -> arrow_array::RecordBatch {
     for e in events {
-        let row = [
-            Datum::BigInt(e.user_id),
-            Datum::BigInt(e.item_id),
-            Datum::BigInt(e.category_id),
-            Datum::String(&e.behavior),
-            Datum::Timestamp(Timestamp::from_millis(e.ts_ms)),
-        ];
-        builder.append(&row).expect("row matches the schema");
+        builder.append(&row_of(e)).expect("row matches the schema");
     }
     builder.finish().expect("batch")
 }
@@ -133,6 +165,24 @@ fn bench(c: &mut Criterion) {
                         .encode(&batch, &header, None, &mut out)
                         .expect("encode");
                     black_box(out.len());
+                })
+            })
+        });
+    }
+    for (name, keys) in [
+        ("hash_bucket/user_id", &["user_id"][..]),
+        ("hash_bucket/behavior_user_id", &["behavior", "user_id"][..]),
+    ] {
+        let mut assigner =
+            BucketAssigner::new(&hashed_table(keys), NoKeyAssigner::Sticky).expect("assigner");
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                cpu_time(iters, || {
+                    let mut sum = 0i64;
+                    for e in black_box(&events) {
+                        sum += i64::from(assigner.assign(&row_of(e)).expect("key"));
+                    }
+                    black_box(sum);
                 })
             })
         });
