@@ -1,0 +1,113 @@
+//! The fresh table every benchmark run writes to: created before the timed
+//! phase, dropped after it (so repeated runs do not fill the disk).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use fjord_client::{Admin, FlussClient, OffsetSpec, TableInfo, TablePath};
+use fjord_format::schema::DatabaseDescriptor;
+
+use super::workload::{table_descriptor, Compression, SchemaKind};
+
+/// Database holding the benchmark tables.
+pub const BENCH_DATABASE: &str = "bench";
+
+/// A connected client and the benchmark table it created.
+pub struct BenchTable {
+    /// The native client, connected to the bootstrap server.
+    pub client: FlussClient,
+    /// Its catalog client.
+    pub admin: Admin,
+    /// The table as the server describes it.
+    pub info: TableInfo,
+}
+
+impl BenchTable {
+    /// Connects to `bootstrap` and creates a table no earlier run used
+    /// (partitioned by day when `partitioned`; its partitions are created by
+    /// the writer as rows arrive).
+    pub async fn create(
+        bootstrap: &str,
+        schema: SchemaKind,
+        compression: Compression,
+        partitioned: bool,
+    ) -> anyhow::Result<Self> {
+        let client = FlussClient::connect(&[bootstrap.to_owned()]).await?;
+        let admin = client.admin();
+        admin
+            .create_database(BENCH_DATABASE, &DatabaseDescriptor::default(), true)
+            .await?;
+        let stamp = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or_default();
+        let path = TablePath::new(
+            BENCH_DATABASE,
+            format!(
+                "fjord_{}{}_{}_{}_{stamp}",
+                schema.name(),
+                if partitioned { "_by_day" } else { "" },
+                compression.name(),
+                std::process::id()
+            ),
+        );
+        admin
+            .create_table(
+                &path,
+                &table_descriptor(schema, compression, partitioned)?,
+                false,
+            )
+            .await?;
+        let info = client.table_info(&path).await?;
+        Ok(Self {
+            client,
+            admin,
+            info,
+        })
+    }
+
+    /// Records in the table: the sum of its buckets' high watermarks (of
+    /// every partition, for a partitioned table).
+    pub async fn record_count(&self) -> anyhow::Result<i64> {
+        let buckets: Vec<i32> = (0..self.info.bucket_count()).collect();
+        if !self.info.is_partitioned() {
+            let ends = self
+                .admin
+                .list_offsets(&self.info, &buckets, OffsetSpec::Latest)
+                .await?;
+            return Ok(ends.iter().sum());
+        }
+        let mut total = 0;
+        for partition in self.admin.list_partitions(&self.info.path, None).await? {
+            let ends = self
+                .admin
+                .list_partition_offsets(
+                    &self.info,
+                    partition.partition_id,
+                    &buckets,
+                    OffsetSpec::Latest,
+                )
+                .await?;
+            total += ends.iter().sum::<i64>();
+        }
+        Ok(total)
+    }
+
+    /// Fails unless the table holds exactly `expected` records: a benchmark
+    /// of a writer that lost or duplicated data would be meaningless.
+    pub async fn check_record_count(&self, expected: usize) -> anyhow::Result<()> {
+        let found = self.record_count().await?;
+        if found != expected as i64 {
+            anyhow::bail!(
+                "{} holds {found} records after the run, expected {expected}",
+                self.info.path
+            );
+        }
+        Ok(())
+    }
+
+    /// Drops the table.
+    pub async fn drop(self) -> anyhow::Result<()> {
+        self.admin.drop_table(&self.info.path, true).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,228 @@
+//! `fjord bench write`: the workload through the native append writer
+//! (acks=all) into a fresh table; the timed phase is from the first append to
+//! the end of the final flush.
+//!
+//! With `--input rows` each record is handed over as a `[Datum; N]` read from
+//! the pre-generated Arrow columns (a few loads per record, the same work the
+//! fluss-rs example does to fill its `GenericRow`); with `--input arrow` the
+//! generated batches are handed over whole.
+
+use anyhow::{bail, Context};
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int64Type, TimestampMillisecondType};
+use arrow_array::RecordBatch;
+use fjord_client::row::{Datum, Timestamp};
+use fjord_client::{AppendWriter, WriterConfig};
+
+use super::report::{Report, Stopwatch};
+use super::table::BenchTable;
+use super::workload::{day_of, generate, partition_days, Compression, SchemaKind, PARTITION_DAYS};
+
+/// What the writer is handed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Input {
+    /// One row at a time through the typed row API.
+    Rows,
+    /// Whole Arrow `RecordBatch`es.
+    Arrow,
+}
+
+impl Input {
+    /// The name printed in the JSON line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Input::Rows => "rows",
+            Input::Arrow => "arrow",
+        }
+    }
+}
+
+/// One write run's parameters.
+pub struct WriteRun {
+    /// `host:port` of a server.
+    pub bootstrap: String,
+    /// Workload.
+    pub schema: SchemaKind,
+    /// Table compression.
+    pub compression: Compression,
+    /// Records to write.
+    pub rows: usize,
+    /// Rows per generated Arrow batch.
+    pub batch_rows: usize,
+    /// Row API or Arrow batches.
+    pub input: Input,
+    /// Partition the table by day ([`PARTITION_DAYS`] days); rows only.
+    pub partitioned: bool,
+    /// Writer options (`client.writer.*`, Fluss names) over Fluss's defaults.
+    pub writer_options: Vec<(String, String)>,
+    /// Keep the table after the run instead of dropping it.
+    pub keep_table: bool,
+}
+
+/// Runs the write benchmark and checks the table holds exactly the rows written.
+pub async fn run(run: &WriteRun) -> anyhow::Result<Report> {
+    let config = WriterConfig::from_options(
+        run.writer_options
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str())),
+    )?;
+    if run.partitioned && (run.input != Input::Rows || run.schema != SchemaKind::UserBehavior) {
+        bail!("--partitioned writes user_behavior rows: use it with --input rows --schema user-behavior");
+    }
+    let table =
+        BenchTable::create(&run.bootstrap, run.schema, run.compression, run.partitioned).await?;
+    let generating = Stopwatch::start();
+    let workload = generate(run.schema, run.rows, run.batch_rows);
+    let (_, generate_cpu) = generating.stop();
+
+    let mut writer = table.client.append_writer(&table.info.path, config).await?;
+    let days = partition_days();
+    let timed = Stopwatch::start();
+    let mut first_row = 0;
+    for batch in &workload.batches {
+        match run.input {
+            Input::Arrow => {
+                // The completion is dropped: `flush` reports the first failure.
+                writer.append_batch(batch.clone()).await?;
+            }
+            Input::Rows if run.partitioned => {
+                append_partitioned_rows(&mut writer, batch, first_row, workload.rows, &days).await?
+            }
+            Input::Rows => append_rows(&mut writer, run.schema, batch).await?,
+        }
+        first_row += batch.num_rows();
+    }
+    writer.flush().await?;
+    let (wall, cpu) = timed.stop();
+    let stats = writer.stats();
+    writer.close().await?;
+
+    table.check_record_count(workload.rows).await?;
+    if !run.keep_table {
+        table.drop().await?;
+    }
+    Ok(Report {
+        op: "write",
+        client: "fjord",
+        input: run.input.name(),
+        schema: run.schema.name(),
+        compression: run.compression.name(),
+        records: workload.rows,
+        arrow_bytes: workload.arrow_bytes,
+        wall,
+        cpu,
+        generate_cpu,
+        extra: vec![
+            (
+                "partitions",
+                if run.partitioned {
+                    PARTITION_DAYS as f64
+                } else {
+                    0.0
+                },
+            ),
+            ("batches", stats.batches as f64),
+            (
+                "wire_bytes_per_record",
+                stats.bytes as f64 / workload.rows.max(1) as f64,
+            ),
+            ("retries", stats.retries as f64),
+            ("max_buffered_mb", stats.max_buffered_bytes as f64 / 1e6),
+        ],
+    })
+}
+
+/// Appends every row of `batch` through the row API. The columns are
+/// downcast once per batch; per record only values are read.
+async fn append_rows(
+    writer: &mut AppendWriter,
+    schema: SchemaKind,
+    batch: &RecordBatch,
+) -> anyhow::Result<()> {
+    const WRONG: &str = "generated batch does not have the workload's column types";
+    match schema {
+        SchemaKind::UserBehavior => {
+            let user = batch
+                .column(0)
+                .as_primitive_opt::<Int64Type>()
+                .context(WRONG)?;
+            let item = batch
+                .column(1)
+                .as_primitive_opt::<Int64Type>()
+                .context(WRONG)?;
+            let category = batch
+                .column(2)
+                .as_primitive_opt::<Int64Type>()
+                .context(WRONG)?;
+            let behavior = batch.column(3).as_string_opt::<i32>().context(WRONG)?;
+            let ts = batch
+                .column(4)
+                .as_primitive_opt::<TimestampMillisecondType>()
+                .context(WRONG)?;
+            let (user, item, category, ts) =
+                (user.values(), item.values(), category.values(), ts.values());
+            for i in 0..batch.num_rows() {
+                let row = [
+                    Datum::BigInt(user[i]),
+                    Datum::BigInt(item[i]),
+                    Datum::BigInt(category[i]),
+                    Datum::String(behavior.value(i)),
+                    Datum::Timestamp(Timestamp::from_millis(ts[i])),
+                ];
+                writer.append(&row).await?;
+            }
+        }
+        SchemaKind::Long => {
+            let values = batch
+                .column(0)
+                .as_primitive_opt::<Int64Type>()
+                .context(WRONG)?;
+            for &v in values.values().iter() {
+                writer.append(&[Datum::BigInt(v)]).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Appends every row of `batch` (records `first_row..` of `rows`) with its
+/// day as the last column, the partition key.
+async fn append_partitioned_rows(
+    writer: &mut AppendWriter,
+    batch: &RecordBatch,
+    first_row: usize,
+    rows: usize,
+    days: &[String],
+) -> anyhow::Result<()> {
+    const WRONG: &str = "generated batch does not have the workload's column types";
+    let user = batch
+        .column(0)
+        .as_primitive_opt::<Int64Type>()
+        .context(WRONG)?;
+    let item = batch
+        .column(1)
+        .as_primitive_opt::<Int64Type>()
+        .context(WRONG)?;
+    let category = batch
+        .column(2)
+        .as_primitive_opt::<Int64Type>()
+        .context(WRONG)?;
+    let behavior = batch.column(3).as_string_opt::<i32>().context(WRONG)?;
+    let ts = batch
+        .column(4)
+        .as_primitive_opt::<TimestampMillisecondType>()
+        .context(WRONG)?;
+    let (user, item, category, ts) = (user.values(), item.values(), category.values(), ts.values());
+    for i in 0..batch.num_rows() {
+        let row = [
+            Datum::BigInt(user[i]),
+            Datum::BigInt(item[i]),
+            Datum::BigInt(category[i]),
+            Datum::String(behavior.value(i)),
+            Datum::Timestamp(Timestamp::from_millis(ts[i])),
+            Datum::String(&days[day_of(first_row + i, rows)]),
+        ];
+        writer.append(&row).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# The issue-4 client benchmark: the native writer (`fjord bench write`), the
+# fluss-rs writer (examples/fluss_rs_bench.rs) and the compression floor
+# (`fjord bench compress-floor`) on the same workload against ONE server,
+# alternating run by run, then medians and the ratios measured in this run.
+#
+#   scripts/bench-client.sh                 # 5 rounds, 5 M user_behavior rows
+#   ROUNDS=3 ROWS=2000000 scripts/bench-client.sh
+#
+# Environment: ROUNDS (5), ROWS (5000000, user_behavior), LONG_ROWS
+# (50000000, the one-BIGINT schema), SCAN (1: also time the scanners),
+# CARGO_TARGET_DIR (target), OUT (the JSON lines; default a temp file).
+# Builds release once; the server is `fjord server` on a temp data dir, a
+# separate process, so no client figure includes its CPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ROUNDS=${ROUNDS:-5}
+ROWS=${ROWS:-5000000}
+LONG_ROWS=${LONG_ROWS:-50000000}
+SCAN=${SCAN:-1}
+TARGET=${CARGO_TARGET_DIR:-target}
+WORK=$(mktemp -d -t fjord-bench-client.XXXXXX)
+OUT=${OUT:-$WORK/results.jsonl}
+
+cargo build --release -p fjord --bin fjord --example fluss_rs_bench
+# Copies, so a rebuild by someone else mid-run cannot change what is measured.
+cp "$TARGET/release/fjord" "$WORK/fjord"
+cp "$TARGET/release/examples/fluss_rs_bench" "$WORK/fluss_rs_bench"
+FJORD=$WORK/fjord
+FLUSS_RS=$WORK/fluss_rs_bench
+
+SERVER_PID=
+cleanup() {
+    if [[ -n $SERVER_PID ]]; then
+        kill -TERM "$SERVER_PID" 2>/dev/null || true
+        wait "$SERVER_PID" 2>/dev/null || true
+    fi
+    rm -rf "$WORK/data" "$FJORD" "$FLUSS_RS"
+}
+trap cleanup EXIT
+
+RUST_LOG=warn,fjord=info "$FJORD" server --listen 127.0.0.1:0 --data-dir "$WORK/data" \
+    2>"$WORK/server.log" &
+SERVER_PID=$!
+ADDR=
+for _ in $(seq 600); do
+    ADDR=$(sed -n 's/.*fjord server ready: listening on \([^, ]*\).*/\1/p' "$WORK/server.log" | head -1)
+    [[ -n $ADDR ]] && break
+    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$WORK/server.log" >&2; exit 1; }
+    sleep 0.1
+done
+[[ -n $ADDR ]] || { echo "server not ready; log in $WORK/server.log" >&2; exit 1; }
+echo "server $ADDR (pid $SERVER_PID); results in $OUT" >&2
+echo "machine: $(nproc) cores, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)" >&2
+
+run() {
+    echo "+ $*" >&2
+    "$@" | tee -a "$OUT"
+}
+native() { run "$FJORD" bench write --bootstrap "$ADDR" "$@"; }
+fluss_rs() { run "$FLUSS_RS" --bootstrap "$ADDR" "$@"; }
+floor() { run "$FJORD" bench compress-floor "$@"; }
+
+for round in $(seq "$ROUNDS"); do
+    echo "--- round $round of $ROUNDS (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+    for compression in none zstd; do
+        # Alternate who goes first so neither always meets a warmer or busier machine.
+        if (( round % 2 )); then
+            native --rows "$ROWS" --compression "$compression"
+            fluss_rs --rows "$ROWS" --compression "$compression"
+        else
+            fluss_rs --rows "$ROWS" --compression "$compression"
+            native --rows "$ROWS" --compression "$compression"
+        fi
+        native --rows "$ROWS" --compression "$compression" --input arrow
+        floor --rows "$ROWS" --compression "$compression"
+    done
+    native --rows "$LONG_ROWS" --schema long --compression none --input arrow
+    native --rows "$LONG_ROWS" --schema long --compression none --input rows
+    if [[ $SCAN == 1 ]]; then
+        run "$FJORD" bench scan --bootstrap "$ADDR" --rows "$ROWS" --compression zstd
+        fluss_rs --rows "$ROWS" --compression zstd --op scan
+    fi
+done
+
+python3 - "$OUT" <<'PY'
+import json, statistics, sys
+runs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+groups = {}
+for r in runs:
+    key = (r["op"], r["schema"], r["compression"], r["client"], r["input"])
+    groups.setdefault(key, []).append(r)
+med = {}
+print(f"{'op':6} {'schema':13} {'comp':5} {'client':13} {'input':5} {'n':>2} "
+      f"{'records/s':>12} {'MB/s':>8} {'cpu ns/rec':>10}  (min..max cpu)")
+for key in sorted(groups):
+    rs = groups[key]
+    cpu = [r["client_cpu_ns_per_record"] for r in rs]
+    rate = statistics.median(r["records_per_s"] for r in rs)
+    mbs = statistics.median(r["mb_per_s"] for r in rs)
+    med[key] = (statistics.median(cpu), rate)
+    print(f"{key[0]:6} {key[1]:13} {key[2]:5} {key[3]:13} {key[4]:5} {len(rs):2} "
+          f"{rate:12.0f} {mbs:8.1f} {med[key][0]:10.1f}  ({min(cpu):.1f}..{max(cpu):.1f})")
+def cpu(*key):
+    return med.get(key, (None, None))[0]
+def ratio(name, a, b, target):
+    if a is None or b is None or b == 0:
+        return
+    print(f"{name}: {a / b:.3f} (target {target})")
+print()
+for comp in ("none", "zstd"):
+    f = cpu("write", "user_behavior", comp, "fjord", "rows")
+    fa = cpu("write", "user_behavior", comp, "fjord", "arrow")
+    rs = cpu("write", "user_behavior", comp, "fluss-rs", "rows")
+    fl = cpu("compress-floor", "user_behavior", comp, "compress-only", "arrow")
+    ratio(f"{comp}: fjord rows / fluss-rs rows, CPU per record", f, rs,
+          "<= 0.333" if comp == "none" else "< 1")
+    ratio(f"{comp}: fjord arrow / fluss-rs rows, CPU per record", fa, rs, "-")
+    if comp == "zstd":
+        ratio("zstd: fjord rows / compression floor, CPU per record", f, fl, "<= 1.25")
+        ratio("zstd: fjord arrow / compression floor, CPU per record", fa, fl, "-")
+for inp in ("arrow", "rows"):
+    m = med.get(("write", "long", "none", "fjord", inp))
+    if m:
+        print(f"long/none {inp}: {m[1] / 1000:.0f} records/ms end to end (target >= 100000)")
+PY
