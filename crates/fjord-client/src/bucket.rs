@@ -205,8 +205,9 @@ impl BucketAssigner {
     }
 
     /// The buckets of a whole Arrow batch with the table's columns: the
-    /// current bucket (sticky) or the next one (round-robin) for all rows,
-    /// or each row's hashed bucket. Fails when the batch's columns differ
+    /// current bucket (sticky, which then moves on: the batch is sealed by
+    /// itself) or the next one (round-robin) for all rows, or each row's
+    /// hashed bucket. Fails when the batch's columns differ
     /// from the table's or a key value is NULL.
     pub fn assign_batch(&mut self, batch: &RecordBatch) -> Result<BatchBuckets> {
         let bucket_count = self.bucket_count;
@@ -215,7 +216,13 @@ impl BucketAssigner {
                 if *current < 0 {
                     *current = rng.bucket(bucket_count);
                 }
-                Ok(BatchBuckets::Single(*current))
+                // A whole RecordBatch is a sealed batch of its own: it takes
+                // the current bucket and the assigner moves on, as after any
+                // sealed batch (fluss-rs sends each Arrow batch as a new batch,
+                // which moves its sticky bucket too).
+                let bucket = *current;
+                *current = rng.other_bucket(bucket, bucket_count);
+                Ok(BatchBuckets::Single(bucket))
             }
             Strategy::RoundRobin { counter } => Ok(BatchBuckets::Single(next_round_robin(
                 counter,

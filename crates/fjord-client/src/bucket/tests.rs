@@ -320,16 +320,39 @@ fn sticky_keeps_one_bucket_until_its_batch_is_sealed() {
         let next = assigner.assign(&empty[..]).unwrap();
         assert_ne!(next, current);
         assert!((0..5).contains(&next));
-        assert_eq!(
-            assigner
-                .assign_batch(&RecordBatch::new_empty(to_arrow_schema(
-                    info.descriptor.schema()
-                )))
-                .unwrap(),
-            BatchBuckets::Single(next)
-        );
         current = next;
     }
+}
+
+#[test]
+fn sticky_moves_on_after_each_whole_batch() {
+    let info = table(&[("v", DataType::int())], &[], 3, &[]);
+    let mut assigner = BucketAssigner::new(&info, NoKeyAssigner::Sticky).unwrap();
+    let empty: [Datum<'_>; 0] = [];
+    let row_bucket = assigner.assign(&empty[..]).unwrap();
+    let batch = RecordBatch::new_empty(to_arrow_schema(info.descriptor.schema()));
+    // The batch takes the rows' current bucket, then the assigner moves on.
+    assert_eq!(
+        assigner.assign_batch(&batch).unwrap(),
+        BatchBuckets::Single(row_bucket)
+    );
+    let mut previous = assigner.assign(&empty[..]).unwrap();
+    assert_ne!(previous, row_bucket);
+    let mut seen = [false; 3];
+    for _ in 0..60 {
+        let BatchBuckets::Single(bucket) = assigner.assign_batch(&batch).unwrap() else {
+            panic!("a sticky assigner sends a batch whole")
+        };
+        assert_eq!(bucket, previous, "the batch takes the current bucket");
+        let next = assigner.assign(&empty[..]).unwrap();
+        assert_ne!(next, bucket, "and the assigner moves on");
+        // Sealing the batch's bucket again (as a writer may) changes nothing.
+        assigner.on_batch_sealed(bucket);
+        assert_eq!(assigner.assign(&empty[..]).unwrap(), next);
+        seen[bucket as usize] = true;
+        previous = next;
+    }
+    assert_eq!(seen, [true; 3], "60 batches over 3 buckets visit all");
 }
 
 #[test]
