@@ -173,10 +173,13 @@ impl Sender {
         queue.queue.push_back(batch);
     }
 
+    /// When a back-off ends for a bucket that could then send: waking for a
+    /// bucket that is also at its in-flight bound would only spin (an
+    /// answer wakes the loop anyway).
     fn next_wake(&self) -> Option<Instant> {
         self.buckets
             .values()
-            .filter(|q| !q.queue.is_empty())
+            .filter(|q| !q.queue.is_empty() && q.inflight < self.inflight_limit(q))
             .filter_map(|q| q.not_before)
             .min()
     }
@@ -206,13 +209,12 @@ impl Sender {
                 .collect();
             for (key, limit) in limits {
                 let queue = self.buckets.get_mut(&key).expect("key listed above");
-                if queue.queue.is_empty()
-                    || queue.inflight >= limit
-                    || queue.not_before.is_some_and(|t| t > now)
-                {
+                if queue.not_before.is_some_and(|t| t <= now) {
+                    queue.not_before = None;
+                }
+                if queue.queue.is_empty() || queue.inflight >= limit || queue.not_before.is_some() {
                     continue;
                 }
-                queue.not_before = None;
                 if let Some(mut batch) = queue.queue.pop_front() {
                     batch.sent_before_predecessor_acked =
                         predecessor_pending(batch.sequence, queue.last_acked);
