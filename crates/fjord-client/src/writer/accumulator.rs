@@ -318,8 +318,15 @@ impl Accumulator {
         while i < self.open.len() {
             let key = self.open[i];
             let slot = self.slot(key)?;
+            if slot.debt_bytes > 0 {
+                // The writer is waiting for memory for this batch and seals
+                // or fills it once it has it; no wake-up for it here (its
+                // deadline may be past: that would spin).
+                i += 1;
+                continue;
+            }
             let deadline = slot.opened_at + timeout;
-            if deadline <= now && slot.debt_bytes == 0 {
+            if deadline <= now {
                 // `seal` swap-removes `open[i]`; look at index i again.
                 self.seal(key)?;
             } else {
