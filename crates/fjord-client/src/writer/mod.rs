@@ -86,7 +86,9 @@ impl Future for BatchCompletion {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
-        while let Some(part) = this.parts.last_mut() {
+        // Parts in append order; at most one per bucket, so removing from
+        // the front is cheap.
+        while let Some(part) = this.parts.first_mut() {
             match Pin::new(part).poll(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Err(_)) => {
@@ -96,9 +98,8 @@ impl Future for BatchCompletion {
                 }
                 Poll::Ready(Ok(Err(e))) => return Poll::Ready(Err(e)),
                 Poll::Ready(Ok(Ok(ack))) => {
-                    this.parts.pop();
-                    // Parts are popped last to first: the last one popped is the first part.
-                    this.first = Some(ack);
+                    this.parts.remove(0);
+                    this.first.get_or_insert(ack);
                 }
             }
         }
@@ -444,8 +445,7 @@ impl AppendWriter {
             BatchBuckets::Single(bucket) => vec![(bucket, batch)],
             BatchBuckets::PerRow(per_row) => split_by_bucket(&batch, &per_row)?,
         };
-        // Last part first, so `BatchCompletion` pops the first part last.
-        for (bucket, part) in parts.into_iter().rev() {
+        for (bucket, part) in parts {
             let reserved_bytes = part.get_array_memory_size();
             self.shared.pool.reserve(reserved_bytes).await?;
             let (tx, rx) = oneshot::channel();
