@@ -3,7 +3,9 @@
 //! task per request (bounded per connection by `in-flight-requests-max`), and
 //! one writer task per connection writing answers as they complete. Fluss
 //! clients match answers by request id, so a slow long-poll never holds up
-//! a produce on the same connection.
+//! a produce on the same connection. ProduceLog requests of one connection
+//! append in arrival order (their durability waits still overlap), as a
+//! pipelining idempotent writer needs.
 //!
 //! A malformed or oversized frame closes only its connection (the stream
 //! position is lost); an unknown api key or version, or a body that does not
@@ -17,13 +19,13 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use fjord_proto::{
-    decode_request, encode_error_response, encode_fetch_log_response_chunks, ApiError, ErrorCode,
-    FrameDecoder, RequestFrame, Response,
+    decode_request, encode_error_response, encode_fetch_log_response_chunks, ApiError, ApiKey,
+    ErrorCode, FrameDecoder, RequestFrame, Response,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
@@ -117,6 +119,9 @@ async fn serve_connection(node: Arc<Node>, stream: TcpStream) {
     let decoder = FrameDecoder::new(node.config.frame_bytes_max);
     let mut shutdown: watch::Receiver<bool> = node.shutdown.clone();
     let mut buf = BytesMut::with_capacity(READ_BUFFER_BYTES);
+    // The previous ProduceLog's "appended" signal: produce requests append in
+    // arrival order (see api::AppendTurn).
+    let mut last_append: Option<oneshot::Receiver<()>> = None;
 
     'conn: loop {
         loop {
@@ -129,10 +134,15 @@ async fn serve_connection(node: Arc<Node>, stream: TcpStream) {
                         },
                         _ = shutdown.wait_for(|s| *s) => break 'conn,
                     };
+                    let turn = (frame.header.api_key == ApiKey::ProduceLog as i16).then(|| {
+                        let (turn, next) = api::AppendTurn::after(last_append.take());
+                        last_append = Some(next);
+                        turn
+                    });
                     let node = Arc::clone(&node);
                     let tx = tx.clone();
                     tokio::spawn(async move {
-                        let out = answer(&node, frame).await;
+                        let out = answer(&node, frame, turn).await;
                         // The writer is gone only if the connection died.
                         let _ = tx.send((out, permit)).await;
                     });
@@ -174,10 +184,10 @@ async fn serve_connection(node: Arc<Node>, stream: TcpStream) {
 /// becomes an error frame answering the request id. FetchLog answers hand
 /// the record bytes read from segments through as their own chunks (no copy
 /// into the frame).
-async fn answer(node: &Node, frame: RequestFrame) -> Vec<Bytes> {
+async fn answer(node: &Node, frame: RequestFrame, turn: Option<api::AppendTurn>) -> Vec<Bytes> {
     let header = frame.header;
     let result = match decode_request(header.api_key, header.api_version, frame.body) {
-        Ok(request) => api::dispatch(node, request).await,
+        Ok(request) => api::dispatch_in_turn(node, request, turn).await,
         Err(e) => Err(e.to_api_error()),
     };
     let mut out = BytesMut::new();

@@ -37,9 +37,21 @@ mod partitions;
 mod produce_log;
 mod table_exists;
 
+pub use produce_log::AppendTurn;
+
 /// Runs `request` against `node` and returns its response or the error to
 /// answer with.
 pub async fn dispatch(node: &Node, request: Request) -> Result<Response, ApiError> {
+    dispatch_in_turn(node, request, None).await
+}
+
+/// As [`dispatch`]; a ProduceLog request with a `turn` appends only after the
+/// previous ProduceLog of its connection has appended (see [`AppendTurn`]).
+pub async fn dispatch_in_turn(
+    node: &Node,
+    request: Request,
+    turn: Option<AppendTurn>,
+) -> Result<Response, ApiError> {
     Ok(match request {
         Request::ApiVersions(r) => Response::ApiVersions(api_versions::handle(node, r)),
         Request::CreateDatabase(r) => Response::CreateDatabase(create_database::handle(node, r)?),
@@ -63,7 +75,7 @@ pub async fn dispatch(node: &Node, request: Request) -> Result<Response, ApiErro
         Request::GetFileSystemSecurityToken(r) => {
             Response::GetFileSystemSecurityToken(get_fs_security_token::handle(node, r)?)
         }
-        Request::ProduceLog(r) => Response::ProduceLog(produce_log::handle(node, r).await?),
+        Request::ProduceLog(r) => Response::ProduceLog(produce_log::handle(node, r, turn).await?),
         Request::FetchLog(r) => Response::FetchLog(fetch_log::handle(node, r).await?),
         Request::ListOffsets(r) => Response::ListOffsets(list_offsets::handle(node, r).await?),
     })

@@ -8,6 +8,8 @@
 
 use std::time::Duration;
 
+use tokio::sync::oneshot;
+
 use fjord_format::log_batch::{self, LogBatchError};
 use fjord_proto::messages as pb;
 
@@ -103,11 +105,54 @@ fn bucket_error(
     }
 }
 
-/// Appends each bucket's batches and answers per bucket.
+/// A ProduceLog request's place in its connection's order of appends.
+///
+/// Requests of one connection run concurrently (a slow fsync or long-poll
+/// must not hold up the next request), but a client pipelining several
+/// batches of one bucket relies on them being appended in the order it sent
+/// them: an idempotent writer's batch sequences are checked in that order,
+/// and a reordering would be refused as out of order and retried. So each
+/// ProduceLog waits for the previous one's appends (not its durability wait)
+/// before appending, and releases the next when its own appends are done —
+/// or when it is dropped, so an early error never stalls the connection.
+pub struct AppendTurn {
+    previous: Option<oneshot::Receiver<()>>,
+    appended: oneshot::Sender<()>,
+}
+
+impl AppendTurn {
+    /// The turn after `previous` (None for a connection's first ProduceLog),
+    /// and the receiver the next turn waits on.
+    pub fn after(previous: Option<oneshot::Receiver<()>>) -> (Self, oneshot::Receiver<()>) {
+        let (appended, next) = oneshot::channel();
+        (Self { previous, appended }, next)
+    }
+
+    /// Waits until the previous request has appended (or given up).
+    async fn wait(&mut self) {
+        if let Some(previous) = self.previous.take() {
+            // An Err means the previous request ended without appending:
+            // equally our turn.
+            let _ = previous.await;
+        }
+    }
+
+    /// Lets the next request append.
+    fn done(self) {
+        let _ = self.appended.send(());
+    }
+}
+
+/// Appends each bucket's batches and answers per bucket. With a `turn`, the
+/// appends happen after the previous ProduceLog of the connection appended.
 pub async fn handle(
     node: &Node,
     r: pb::ProduceLogRequest,
+    mut turn: Option<AppendTurn>,
 ) -> Result<pb::ProduceLogResponse, ApiError> {
+    if let Some(turn) = turn.as_mut() {
+        turn.wait().await;
+    }
     let metrics = &node.metrics;
     Metrics::add(&metrics.produce_requests, 1);
     if !matches!(r.acks, -1..=1) {
@@ -172,6 +217,9 @@ pub async fn handle(
                 responses.push(bucket_error(b.bucket_id, b.partition_id, &e));
             }
         }
+    }
+    if let Some(turn) = turn {
+        turn.done();
     }
     // acks = -1: wait for every bucket's fsync at once (they run in parallel
     // on the blocking pool and share fsyncs with concurrent requests).
