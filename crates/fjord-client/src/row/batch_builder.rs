@@ -170,6 +170,10 @@ struct Column {
     offsets: MutableBuffer,
     bits: BooleanBufferBuilder,
     nulls: NullBufferBuilder,
+    /// Buffers of a finished batch handed back by `recycle`, reused by the
+    /// next `reserve` instead of a fresh allocation (whose pages fault in).
+    spare_values: Option<MutableBuffer>,
+    spare_offsets: Option<MutableBuffer>,
 }
 
 impl Column {
@@ -181,6 +185,8 @@ impl Column {
             offsets: MutableBuffer::new(0),
             bits: BooleanBufferBuilder::new(0),
             nulls: NullBufferBuilder::new(rows),
+            spare_values: None,
+            spare_offsets: None,
         };
         column.reserve(rows, var_bytes);
         column
@@ -189,6 +195,8 @@ impl Column {
     /// Makes room for `rows` values (and `var_bytes` of text/bytes), so a
     /// batch of the previous batch's size appends without reallocating.
     fn reserve(&mut self, rows: usize, var_bytes: usize) {
+        adopt_spare(&mut self.values, &mut self.spare_values);
+        adopt_spare(&mut self.offsets, &mut self.spare_offsets);
         match self.kind {
             ColumnKind::Boolean => self.bits.reserve(rows),
             ColumnKind::Utf8 | ColumnKind::Binary => {
@@ -200,9 +208,46 @@ impl Column {
         }
     }
 
+    /// Keeps the value (and offset) buffers of a finished batch of this
+    /// column as spares when nothing else holds them; returns how many.
+    fn recycle(&mut self, buffers: Vec<Buffer>) -> usize {
+        let (offsets, values) = match self.kind {
+            // Bits are an eighth of a byte per row: not worth keeping.
+            ColumnKind::Boolean => return 0,
+            ColumnKind::Utf8 | ColumnKind::Binary => {
+                let mut buffers = buffers.into_iter();
+                (buffers.next(), buffers.next())
+            }
+            _ => (None, buffers.into_iter().next()),
+        };
+        let mut taken = 0;
+        for (buffer, spare) in [
+            (values, &mut self.spare_values),
+            (offsets, &mut self.spare_offsets),
+        ] {
+            if let Some(Ok(buffer)) = buffer.map(Buffer::into_mutable) {
+                if spare
+                    .as_ref()
+                    .is_none_or(|s| s.capacity() < buffer.capacity())
+                {
+                    *spare = Some(buffer);
+                    taken += 1;
+                }
+            }
+        }
+        taken
+    }
+
     /// Bytes the column's buffers have allocated (capacity, not length).
     fn allocated_bytes(&self) -> usize {
-        self.values.capacity()
+        self.spare_values
+            .as_ref()
+            .map_or(0, MutableBuffer::capacity)
+            + self
+                .spare_offsets
+                .as_ref()
+                .map_or(0, MutableBuffer::capacity)
+            + self.values.capacity()
             + self.offsets.capacity()
             + self.bits.capacity() / 8
             + self.nulls.allocated_size()
@@ -210,6 +255,8 @@ impl Column {
 
     /// Drops the buffers' capacity, keeping the (empty) column usable.
     fn release(&mut self) {
+        self.spare_values = None;
+        self.spare_offsets = None;
         self.values = MutableBuffer::new(0);
         self.offsets = MutableBuffer::new(0);
         self.bits = BooleanBufferBuilder::new(0);
@@ -414,6 +461,21 @@ impl Column {
     }
 }
 
+/// Puts `spare` in place of `buffer` when `buffer` holds nothing and the
+/// spare is larger (after `finish`, `buffer` is a fresh empty one).
+fn adopt_spare(buffer: &mut MutableBuffer, spare: &mut Option<MutableBuffer>) {
+    if buffer.is_empty()
+        && spare
+            .as_ref()
+            .is_some_and(|s| s.capacity() > buffer.capacity())
+    {
+        if let Some(mut spare) = spare.take() {
+            spare.clear();
+            *buffer = spare;
+        }
+    }
+}
+
 /// A primitive array over `values` (which hold exactly `rows` natives).
 fn primitive<T: ArrowPrimitiveType>(
     values: Buffer,
@@ -597,6 +659,28 @@ impl RowBatchBuilder {
         }
         self.columns.iter_mut().for_each(Column::release);
         true
+    }
+
+    /// Takes back the buffers of a batch this builder finished, once
+    /// nothing else holds them (e.g. after the encoder is done with it), so
+    /// the next batches reuse memory that is already paged in instead of
+    /// fresh allocations. Buffers still shared elsewhere, and batches of
+    /// another schema, are left alone. Returns how many buffers were kept.
+    pub fn recycle(&mut self, batch: RecordBatch) -> usize {
+        if batch.schema_ref().fields() != self.schema.fields() {
+            return 0;
+        }
+        let (_, arrays, _) = batch.into_parts();
+        let mut kept = 0;
+        for (column, array) in self.columns.iter_mut().zip(arrays) {
+            let data = array.to_data();
+            // Drop the other holders so the buffers can be owned again.
+            drop(array);
+            let buffers = data.buffers().to_vec();
+            drop(data);
+            kept += column.recycle(buffers);
+        }
+        kept
     }
 
     /// The rows appended so far as a RecordBatch of the builder's schema;

@@ -18,6 +18,10 @@ fn builder(columns: &[(&str, DataType)]) -> RowBatchBuilder {
     RowBatchBuilder::new(to_arrow_schema(&schema.build().unwrap())).unwrap()
 }
 
+fn builder_of_one_int() -> RowBatchBuilder {
+    builder(&[("n", DataType::int())])
+}
+
 fn error_of(builder: &mut RowBatchBuilder, row: &[Datum<'_>]) -> String {
     builder.append(row).unwrap_err().to_string()
 }
@@ -418,6 +422,45 @@ fn user_behavior_rows_match_the_fixture_schema() {
     assert_eq!(batch.schema(), schema);
     assert_eq!(batch.num_rows(), 4);
     assert_eq!(batch.column(3).as_string::<i32>().value(1), "cart");
+}
+
+#[test]
+fn recycled_batches_lend_their_buffers_to_the_next_batches() {
+    let mut builder = builder(&[("id", DataType::bigint()), ("s", DataType::string())]);
+    let fill = |builder: &mut RowBatchBuilder, base: i64| {
+        for i in 0..1_000 {
+            builder
+                .append(&[Datum::BigInt(base + i), Datum::String("abcdefgh")][..])
+                .unwrap();
+        }
+        builder.finish().unwrap()
+    };
+    let first = fill(&mut builder, 0);
+    let ids = first.column(0).to_data().buffers()[0].as_ptr();
+    let text = first.column(1).to_data().buffers()[1].as_ptr();
+    // A batch still held elsewhere is not taken.
+    let held = first.clone();
+    assert_eq!(builder.recycle(first), 0);
+    // Once it is the only holder, its value, offset and text buffers are.
+    assert_eq!(builder.recycle(held), 3);
+    // The batch after the next finish writes into the recycled memory.
+    let second = fill(&mut builder, 1_000);
+    let third = fill(&mut builder, 2_000);
+    let reused = |batch: &RecordBatch| {
+        (
+            batch.column(0).to_data().buffers()[0].as_ptr(),
+            batch.column(1).to_data().buffers()[1].as_ptr(),
+        )
+    };
+    assert!(reused(&second) == (ids, text) || reused(&third) == (ids, text));
+    assert_eq!(
+        third.column(0).as_primitive::<Int64Type>().value(999),
+        2_999
+    );
+    assert_eq!(third.column(1).as_string::<i32>().value(999), "abcdefgh");
+    // A batch of another schema is ignored.
+    let mut other = builder_of_one_int();
+    assert_eq!(other.recycle(third), 0);
 }
 
 #[test]
