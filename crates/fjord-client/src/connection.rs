@@ -116,6 +116,14 @@ impl ServerConnection {
 
     /// Like [`ServerConnection::request`], returning the undecoded body.
     pub async fn request_raw<Req: Message>(&self, api: ApiKey, request: &Req) -> Result<Bytes> {
+        self.send(api, request).await?.wait_raw().await
+    }
+
+    /// Writes `request` to the socket now and returns the handle its answer
+    /// arrives on. Requests sent one after another by one task reach the
+    /// server in that order, which a pipelining writer relies on (its
+    /// batches of one bucket must append in sequence order).
+    pub async fn send<Req: Message>(&self, api: ApiKey, request: &Req) -> Result<PendingResponse> {
         let request_id = self.inner.next_request_id.fetch_add(1, Ordering::Relaxed) & i32::MAX;
         let (tx, rx) = oneshot::channel();
         {
@@ -136,8 +144,10 @@ impl ServerConnection {
             let mut write = self.inner.writer.lock().await;
             let WriteSide { socket, buf } = &mut *write;
             buf.clear();
-            encode_request(buf, header, request)
-                .map_err(|e| ClientError::Invalid(e.to_string()))?;
+            if let Err(e) = encode_request(buf, header, request) {
+                self.inner.forget(request_id);
+                return Err(ClientError::Invalid(e.to_string()));
+            }
             if let Err(source) = socket.write_all(buf).await {
                 self.inner.forget(request_id);
                 return Err(ClientError::Io {
@@ -146,11 +156,11 @@ impl ServerConnection {
                 });
             }
         }
-        match rx.await {
-            Ok(Ok(body)) => Ok(body),
-            Ok(Err(error)) => Err(ClientError::server(api, error)),
-            Err(_) => Err(self.closed(api)),
-        }
+        Ok(PendingResponse {
+            connection: self.clone(),
+            api,
+            rx,
+        })
     }
 
     fn closed(&self, api: ApiKey) -> ClientError {
@@ -158,6 +168,35 @@ impl ServerConnection {
             addr: self.inner.addr.clone(),
             api: api.name(),
         }
+    }
+}
+
+/// A request already written to its connection, waiting for its answer.
+pub struct PendingResponse {
+    connection: ServerConnection,
+    api: ApiKey,
+    rx: oneshot::Receiver<Reply>,
+}
+
+impl PendingResponse {
+    /// Waits for the answer's undecoded body, the server's error, or the
+    /// connection's death.
+    pub async fn wait_raw(self) -> Result<Bytes> {
+        match self.rx.await {
+            Ok(Ok(body)) => Ok(body),
+            Ok(Err(error)) => Err(ClientError::server(self.api, error)),
+            Err(_) => Err(self.connection.closed(self.api)),
+        }
+    }
+
+    /// Waits for the answer and decodes it as `Resp`.
+    pub async fn wait<Resp: Message + Default>(self) -> Result<Resp> {
+        let api = self.api;
+        let body = self.wait_raw().await?;
+        Resp::decode(body).map_err(|e| ClientError::Protocol {
+            api: api.name(),
+            message: e.to_string(),
+        })
     }
 }
 

@@ -258,14 +258,15 @@ impl Sender {
                 if !request_batches.is_empty()
                     && request_bytes + batch.bytes.len() > self.config.request_max_size_bytes
                 {
-                    self.spawn_request(connection.clone(), std::mem::take(&mut request_batches));
+                    self.send_request(connection.clone(), std::mem::take(&mut request_batches))
+                        .await;
                     request_bytes = 0;
                 }
                 request_bytes += batch.bytes.len();
                 request_batches.push(batch);
             }
             if !request_batches.is_empty() {
-                self.spawn_request(connection, request_batches);
+                self.send_request(connection, request_batches).await;
             }
         }
     }
@@ -288,7 +289,7 @@ impl Sender {
         Ok(route.leader(key.1).clone())
     }
 
-    fn spawn_request(&mut self, connection: ServerConnection, batches: Vec<EncodedBatch>) {
+    async fn send_request(&mut self, connection: ServerConnection, batches: Vec<EncodedBatch>) {
         let buckets_req = batches
             .iter()
             .map(|b| pb::PbProduceLogReqForBucket {
@@ -307,22 +308,24 @@ impl Sender {
             buckets_req,
         };
         let wait = self.config.request_timeout + ANSWER_GRACE;
+        // The frame is written here, by the sender task, so the requests of
+        // one bucket reach the server in sequence order; only the wait for
+        // the answer runs in its own task.
+        let sent =
+            match tokio::time::timeout(wait, connection.send(ApiKey::ProduceLog, &request)).await {
+                Ok(sent) => sent,
+                Err(_) => Err(no_answer(&connection, wait)),
+            };
         self.requests.spawn(async move {
-            let result = match tokio::time::timeout(
-                wait,
-                connection.request::<_, pb::ProduceLogResponse>(ApiKey::ProduceLog, &request),
-            )
-            .await
-            {
-                Ok(result) => result,
-                Err(_) => Err(ClientError::Server {
-                    api: ApiKey::ProduceLog.name(),
-                    error: ErrorCode::RequestTimeOut.with_message(format!(
-                        "no answer from {} within {} ms",
-                        connection.addr(),
-                        wait.as_millis()
-                    )),
-                }),
+            let result = match sent {
+                Err(e) => Err(e),
+                Ok(pending) => {
+                    match tokio::time::timeout(wait, pending.wait::<pb::ProduceLogResponse>()).await
+                    {
+                        Ok(result) => result,
+                        Err(_) => Err(no_answer(&connection, wait)),
+                    }
+                }
             };
             Answer { batches, result }
         });
@@ -506,6 +509,18 @@ async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at.into()).await,
         None => std::future::pending().await,
+    }
+}
+
+/// The error of a produce request that got no answer within `wait`.
+fn no_answer(connection: &ServerConnection, wait: Duration) -> ClientError {
+    ClientError::Server {
+        api: ApiKey::ProduceLog.name(),
+        error: ErrorCode::RequestTimeOut.with_message(format!(
+            "no answer from {} within {} ms",
+            connection.addr(),
+            wait.as_millis()
+        )),
     }
 }
 
