@@ -11,6 +11,7 @@
 //! builders are created once per bucket and reused after every seal.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -118,7 +119,7 @@ pub(crate) struct Accumulator {
     /// Non-partitioned table: one slot per bucket, created on first use.
     plain: Vec<Option<Slot>>,
     /// Partitioned table: the slots of each partition seen.
-    partitions: HashMap<i64, Vec<Option<Slot>>>,
+    partitions: HashMap<i64, Vec<Option<Slot>>, BuildHasherDefault<PartitionIdHasher>>,
     /// Slots with rows; lets the linger task and flush skip empty buckets.
     open: Vec<BucketKey>,
     encode_tx: Option<mpsc::Sender<SealedBatch>>,
@@ -143,7 +144,7 @@ impl Accumulator {
             batch_size_bytes,
             batch_timeout,
             plain: (0..bucket_count).map(|_| None).collect(),
-            partitions: HashMap::new(),
+            partitions: HashMap::default(),
             open: Vec::new(),
             encode_tx: Some(encode_tx),
             sealed_count: 0,
@@ -371,6 +372,35 @@ pub(crate) fn seal_threshold(batch_size: usize, ratio: f32, pool_bytes: usize) -
         .min(MAX_UNCOMPRESSED_BATCH_BYTES)
         .min((pool_bytes / 4).max(1))
         .max(1)
+}
+
+/// Hashes a partition id for the per-row slot lookup of a partitioned
+/// table: one multiply instead of SipHash (which showed as ~5 % of the
+/// partitioned writer's profile). Ids are assigned by the server, not
+/// chosen by a peer, so flooding resistance buys nothing here.
+#[derive(Default)]
+struct PartitionIdHasher(u64);
+
+impl Hasher for PartitionIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_i64(&mut self, id: i64) {
+        self.write_u64(id as u64);
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        // Fibonacci hashing: the top bits (which hashbrown uses) depend on
+        // every bit of the id.
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
 }
 
 #[cfg(test)]
