@@ -696,10 +696,17 @@ impl LogTablet {
         seg.file
             .read_exact_at(&mut buf, pos)
             .map_err(|e| StorageError::io("reading segment", &seg.log_path, e))?;
-        // Keep whole batches only.
+        // Keep whole batches below the high watermark loaded above: an
+        // append published since then may already count in `published_len`,
+        // and a reader must never see past the watermark it reports.
         let mut end = 0usize;
         while let Ok(Some((size, _))) = peek_size_and_magic(&buf[end..]) {
             if size == 0 || end + size > want {
+                break;
+            }
+            let at = end + BASE_OFFSET_OFFSET;
+            let base = i64::from_le_bytes(buf[at..at + 8].try_into().unwrap_or([0; 8]));
+            if base >= high_watermark {
                 break;
             }
             end += size;
