@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fjord's whole test suite — the README's test command:
 #   1. scripts/install-deps.sh (idempotent; quick when everything is present)
-#   2. cargo test --workspace (unit, integration and fluss-rs interop tests;
+#   2. cargo test --workspace --no-fail-fast (unit, integration and fluss-rs interop tests;
 #      also builds the `fjord` binary)
 #   3. pytest interop/python (the pyfluss client against that binary)
 #   4. mvn -f interop/java test (the Fluss Java client against that binary)
@@ -47,7 +47,7 @@ if ! bash "$ROOT/scripts/install-deps.sh"; then
     exit 1
 fi
 
-run_part cargo cargo test --workspace
+run_part cargo cargo test --workspace --no-fail-fast
 
 export FJORD_BIN="$CARGO_TARGET_DIR/debug/fjord"
 if [ ! -x "$FJORD_BIN" ]; then
