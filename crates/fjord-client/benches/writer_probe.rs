@@ -1,12 +1,12 @@
-//! A measurement, not a test (ignored by default; no threshold asserted):
-//! client CPU per row of the row path into an in-process server, for
-//! profiling with `perf record`. Run:
+//! A measurement, not a test: client CPU per row of the row path into an
+//! in-process server, for profiling with `perf record`. Run:
 //!
 //! ```text
 //! FJORD_PROBE_ROWS=5000000 FJORD_PROBE_COMPRESSION=NONE \
-//!   cargo test --release -p fjord-client --test writer_perf_probe -- --ignored --nocapture
+//!   cargo bench -p fjord-client --bench writer_probe
 //! ```
 
+#[path = "../tests/support/mod.rs"]
 mod support;
 
 use std::time::Instant;
@@ -38,9 +38,8 @@ fn process_cpu_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement for profiling, run by hand"]
-async fn row_path_cpu_per_row() {
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
     let rows: usize = std::env::var("FJORD_PROBE_ROWS")
         .ok()
         .and_then(|v| v.parse().ok())
