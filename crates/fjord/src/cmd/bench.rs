@@ -86,6 +86,10 @@ struct WriteArgs {
     /// rows are a time-ordered replay, each day contiguous); rows input only.
     #[arg(long)]
     partitioned: bool,
+    /// The same rows as `--partitioned` (with the `dt` column) into an
+    /// unpartitioned table: the baseline for `--partitioned`.
+    #[arg(long, conflicts_with = "partitioned")]
+    day_column: bool,
 }
 
 #[derive(clap::Args)]
@@ -133,6 +137,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     batch_rows: a.workload.batch_rows,
                     input: a.input,
                     partitioned: a.partitioned,
+                    day_column: a.day_column,
                     writer_options,
                     keep_table: a.server.keep_table,
                 })

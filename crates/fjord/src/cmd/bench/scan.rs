@@ -33,7 +33,8 @@ pub struct ScanRun {
 
 /// Runs the scan benchmark.
 pub async fn run(run: &ScanRun) -> anyhow::Result<Report> {
-    let table = BenchTable::create(&run.bootstrap, run.schema, run.compression, false).await?;
+    let table =
+        BenchTable::create(&run.bootstrap, run.schema, run.compression, false, false).await?;
     let workload = generate(run.schema, run.rows, run.batch_rows);
     let mut writer = table
         .client

@@ -24,12 +24,14 @@ pub struct BenchTable {
 impl BenchTable {
     /// Connects to `bootstrap` and creates a table no earlier run used
     /// (partitioned by day when `partitioned`; its partitions are created by
-    /// the writer as rows arrive).
+    /// the writer as rows arrive; with the `dt` column but no partitions when
+    /// `day_column` alone).
     pub async fn create(
         bootstrap: &str,
         schema: SchemaKind,
         compression: Compression,
         partitioned: bool,
+        day_column: bool,
     ) -> anyhow::Result<Self> {
         let client = FlussClient::connect(&[bootstrap.to_owned()]).await?;
         let admin = client.admin();
@@ -45,7 +47,11 @@ impl BenchTable {
             format!(
                 "fjord_{}{}_{}_{}_{stamp}",
                 schema.name(),
-                if partitioned { "_by_day" } else { "" },
+                match (partitioned, day_column) {
+                    (true, _) => "_by_day",
+                    (false, true) => "_with_day",
+                    (false, false) => "",
+                },
                 compression.name(),
                 std::process::id()
             ),
@@ -53,7 +59,7 @@ impl BenchTable {
         admin
             .create_table(
                 &path,
-                &table_descriptor(schema, compression, partitioned)?,
+                &table_descriptor(schema, compression, partitioned, day_column)?,
                 false,
             )
             .await?;

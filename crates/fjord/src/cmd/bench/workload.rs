@@ -131,6 +131,7 @@ pub fn table_descriptor(
     schema: SchemaKind,
     compression: Compression,
     partitioned: bool,
+    day_column: bool,
 ) -> anyhow::Result<TableDescriptor> {
     let mut properties = BTreeMap::new();
     properties.insert(
@@ -148,7 +149,7 @@ pub fn table_descriptor(
         false => Vec::new(),
     };
     Ok(TableDescriptor::new(
-        schema.table_schema(partitioned),
+        schema.table_schema(partitioned || day_column),
         Some("fjord bench workload".to_owned()),
         partition_keys,
         Some(TableDistribution {
@@ -276,7 +277,7 @@ mod tests {
 
     #[test]
     fn partitioned_descriptor_adds_the_day_column_as_partition_key() {
-        let d = table_descriptor(SchemaKind::UserBehavior, Compression::Zstd, true).unwrap();
+        let d = table_descriptor(SchemaKind::UserBehavior, Compression::Zstd, true, false).unwrap();
         let columns = d.schema().columns();
         assert_eq!(columns.last().unwrap().name, PARTITION_COLUMN);
         assert_eq!(columns.len(), 6);

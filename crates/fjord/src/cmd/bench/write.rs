@@ -53,6 +53,9 @@ pub struct WriteRun {
     pub input: Input,
     /// Partition the table by day ([`PARTITION_DAYS`] days); rows only.
     pub partitioned: bool,
+    /// Write the partitioned workload's rows (with their `dt` column) to an
+    /// unpartitioned table: the baseline `partitioned` is compared with.
+    pub day_column: bool,
     /// Writer options (`client.writer.*`, Fluss names) over Fluss's defaults.
     pub writer_options: Vec<(String, String)>,
     /// Keep the table after the run instead of dropping it.
@@ -66,11 +69,18 @@ pub async fn run(run: &WriteRun) -> anyhow::Result<Report> {
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str())),
     )?;
-    if run.partitioned && (run.input != Input::Rows || run.schema != SchemaKind::UserBehavior) {
-        bail!("--partitioned writes user_behavior rows: use it with --input rows --schema user-behavior");
+    let with_days = run.partitioned || run.day_column;
+    if with_days && (run.input != Input::Rows || run.schema != SchemaKind::UserBehavior) {
+        bail!("--partitioned and --day-column write user_behavior rows: use them with --input rows --schema user-behavior");
     }
-    let table =
-        BenchTable::create(&run.bootstrap, run.schema, run.compression, run.partitioned).await?;
+    let table = BenchTable::create(
+        &run.bootstrap,
+        run.schema,
+        run.compression,
+        run.partitioned,
+        run.day_column,
+    )
+    .await?;
     let generating = Stopwatch::start();
     let workload = generate(run.schema, run.rows, run.batch_rows);
     let (_, generate_cpu) = generating.stop();
@@ -85,7 +95,7 @@ pub async fn run(run: &WriteRun) -> anyhow::Result<Report> {
                 // The completion is dropped: `flush` reports the first failure.
                 writer.append_batch(batch.clone()).await?;
             }
-            Input::Rows if run.partitioned => {
+            Input::Rows if with_days => {
                 append_partitioned_rows(&mut writer, batch, first_row, workload.rows, &days).await?
             }
             Input::Rows => append_rows(&mut writer, run.schema, batch).await?,
