@@ -524,16 +524,17 @@ impl<W: Write> TableSink<W> {
                 *w = (*w).max(cell.chars().count());
             }
         }
+        // The formatter pads to a width in chars, as measured above: no
+        // padding string is allocated per cell.
         let rule = |out: &mut W| -> std::io::Result<()> {
-            for w in &widths {
-                write!(out, "+{}", "-".repeat(w + 2))?;
+            for &w in &widths {
+                write!(out, "+{:-<width$}", "", width = w + 2)?;
             }
             writeln!(out, "+")
         };
         let line = |out: &mut W, cells: &[String]| -> std::io::Result<()> {
-            for (cell, w) in cells.iter().zip(&widths) {
-                let pad = w - cell.chars().count();
-                write!(out, "| {cell}{} ", " ".repeat(pad))?;
+            for (cell, &w) in cells.iter().zip(&widths) {
+                write!(out, "| {cell:<w$} ")?;
             }
             writeln!(out, "|")
         };
@@ -578,6 +579,37 @@ mod tests {
         for bad in ["-1", "ts:soon", "first", ""] {
             assert!(parse_start(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn table_output_pads_cells_to_their_columns_widest_in_characters() {
+        use std::sync::Arc;
+
+        use arrow_array::{Int64Array, StringArray};
+
+        let batch = RecordBatch::try_from_iter([
+            (
+                "id",
+                Arc::new(Int64Array::from(vec![Some(1), None])) as arrow_array::ArrayRef,
+            ),
+            (
+                "name",
+                Arc::new(StringArray::from(vec!["åsa", "bo"])) as arrow_array::ArrayRef,
+            ),
+        ])
+        .unwrap();
+        let mut sink = TableSink::new(Vec::new());
+        sink.write(&batch).unwrap();
+        sink.print_group().unwrap();
+        let expected = "\
++------+------+
+| id   | name |
++------+------+
+| 1    | åsa  |
+| NULL | bo   |
++------+------+
+";
+        assert_eq!(String::from_utf8(sink.out).unwrap(), expected);
     }
 
     #[test]
