@@ -192,6 +192,13 @@ impl Accumulator {
         let batch_size = self.batch_size_bytes;
         let slot = self.slot(key)?;
         let was_empty = slot.builder.is_empty();
+        if was_empty {
+            // Once per batch, before the row goes in: an earlier batch's
+            // failure is reported instead of opening another batch.
+            if let Some(e) = shared.failure() {
+                return Err(e);
+            }
+        }
         slot.builder.append(row)?;
         if was_empty {
             // Once per batch: its age and size rules.

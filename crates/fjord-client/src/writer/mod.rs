@@ -21,7 +21,8 @@
 //! Per-row cost: the row path takes one uncontended `std::sync::Mutex` (the
 //! accumulator is shared with the linger task, which needs it to seal idle
 //! batches), one bucket assignment, one builder append and two integer
-//! compares. Everything per table (Arrow schema, builders, encoder,
+//! compares. The clock, the learned compression ratio and the shared
+//! failure flag are read once per batch, when a row opens one. Everything per table (Arrow schema, builders, encoder,
 //! assigner, options) is built once in [`crate::FlussClient::append_writer`].
 
 pub mod accumulator;
@@ -141,7 +142,8 @@ pub(crate) struct Counters {
 }
 
 /// State shared by the writer, the linger task, the encoder thread and the
-/// sender task. The row path touches only `acc` (its lock) and `failed`.
+/// sender task. The row path touches only `acc` (its lock); `failed` is
+/// read once per batch, when a row opens one.
 pub(crate) struct Shared {
     acc: Mutex<Accumulator>,
     pub(crate) pool: MemoryPool,
@@ -205,6 +207,15 @@ impl Shared {
         }
         self.done.fetch_add(1, Ordering::AcqRel);
         self.done_notify.notify_waiters();
+    }
+
+    /// The first failure since the last flush, if any batch failed: read
+    /// once per batch on the row path, so one atomic load when none did.
+    pub(crate) fn failure(&self) -> Option<ClientError> {
+        if !self.failed.load(Ordering::Acquire) {
+            return None;
+        }
+        self.first_error_copy()
     }
 
     fn first_error_copy(&self) -> Option<ClientError> {
@@ -363,16 +374,15 @@ impl AppendWriter {
     /// bucket's builder under one uncontended lock. It waits only when the
     /// buffer memory is exhausted (back-pressure) or the row's partition
     /// must be created first. Errors: a row that does not match the schema
-    /// (nothing appended), or an earlier batch's failure.
+    /// (nothing appended), or an earlier batch's failure (reported by the
+    /// first row that would open a new batch after it; rows already in an
+    /// open batch are still sent, and `flush` reports the failure too).
     pub async fn append<R: InternalRow + ?Sized>(&mut self, row: &R) -> Result<()> {
         if self.deficit.is_some() {
             self.settle_deficit().await?;
         }
-        if self.shared.failed.load(Ordering::Acquire) {
-            if let Some(e) = self.shared.first_error_copy() {
-                return Err(e);
-            }
-        }
+        // An earlier batch's failure is checked by the accumulator once per
+        // batch (when a row opens one), not here per row.
         let partition = match &mut self.partitions {
             None => None,
             Some(p) => match p.view.lookup(row)? {
@@ -410,10 +420,8 @@ impl AppendWriter {
         if self.deficit.is_some() {
             self.settle_deficit().await?;
         }
-        if self.shared.failed.load(Ordering::Acquire) {
-            if let Some(e) = self.shared.first_error_copy() {
-                return Err(e);
-            }
+        if let Some(e) = self.shared.failure() {
+            return Err(e);
         }
         if batch.schema_ref().fields() != self.arrow_schema.fields() {
             return Err(ClientError::Invalid(format!(
