@@ -185,15 +185,7 @@ impl Sender {
     }
 
     fn inflight_limit(&self, queue: &BucketQueue) -> usize {
-        if queue.recover_until.is_some() {
-            1
-        } else if self.idempotent {
-            self.config.max_inflight_per_bucket
-        } else {
-            // Without idempotence order is not guarded by sequences; Fluss
-            // still bounds in-flight batches per bucket by the same option.
-            self.config.max_inflight_per_bucket.max(1)
-        }
+        inflight_limit(self.idempotent, self.config.max_inflight_per_bucket, queue)
     }
 
     /// Sends every batch that may go now: rounds of one batch per eligible
@@ -202,13 +194,9 @@ impl Sender {
         loop {
             let now = Instant::now();
             let mut round: Vec<EncodedBatch> = Vec::new();
-            let limits: Vec<(BucketKey, usize)> = self
-                .buckets
-                .iter()
-                .map(|(k, q)| (*k, self.inflight_limit(q)))
-                .collect();
-            for (key, limit) in limits {
-                let queue = self.buckets.get_mut(&key).expect("key listed above");
+            let (idempotent, max_inflight) = (self.idempotent, self.config.max_inflight_per_bucket);
+            for queue in self.buckets.values_mut() {
+                let limit = inflight_limit(idempotent, max_inflight, queue);
                 if queue.not_before.is_some_and(|t| t <= now) {
                     queue.not_before = None;
                 }
@@ -521,6 +509,22 @@ fn no_answer(connection: &ServerConnection, wait: Duration) -> ClientError {
             connection.addr(),
             wait.as_millis()
         )),
+    }
+}
+
+/// Batches `queue`'s bucket may have in flight: one while it recovers from
+/// a sequence error, else `client.writer.max-inflight-requests-per-bucket`.
+/// A free function so `dispatch` can walk the queues mutably without
+/// collecting them first.
+fn inflight_limit(idempotent: bool, max_inflight: usize, queue: &BucketQueue) -> usize {
+    if queue.recover_until.is_some() {
+        1
+    } else if idempotent {
+        max_inflight
+    } else {
+        // Without idempotence order is not guarded by sequences; Fluss
+        // still bounds in-flight batches per bucket by the same option.
+        max_inflight.max(1)
     }
 }
 
