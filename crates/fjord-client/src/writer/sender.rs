@@ -329,12 +329,19 @@ impl Sender {
                 }
             }
             Ok(response) => {
-                for batch in batches {
+                for (i, batch) in batches.into_iter().enumerate() {
                     self.finish_inflight(batch.key);
+                    // Answers come in request order: try the same position
+                    // first, so a request of many buckets is not matched in
+                    // quadratic time; search only if the server reordered.
+                    let matches = |r: &&pb::PbProduceLogRespForBucket| {
+                        r.bucket_id == batch.key.1 && r.partition_id == batch.key.0
+                    };
                     let entry = response
                         .buckets_resp
-                        .iter()
-                        .find(|r| r.bucket_id == batch.key.1 && r.partition_id == batch.key.0);
+                        .get(i)
+                        .filter(matches)
+                        .or_else(|| response.buckets_resp.iter().find(matches));
                     match entry {
                         None => {
                             let error = ClientError::Protocol {
