@@ -8,7 +8,6 @@
 //! cost with ZSTD) runs on the second core while the caller appends rows,
 //! whatever runtime the caller uses.
 
-use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 
 use bytes::Bytes;
@@ -114,7 +113,7 @@ fn encode_one(
     };
     if let Some(why) = failure {
         let error = ClientError::Format(format!("encoding a batch for bucket {}: {why}", key.1));
-        shared.complete(Err(error), completion, reserved_bytes, 0);
+        shared.complete(Err(error), completion, reserved_bytes);
         return;
     }
     let sequence = sequences.take(key);
@@ -127,10 +126,6 @@ fn encode_one(
         shared.pool.release(reserved_bytes - out.len());
         reserved_bytes = out.len();
     }
-    shared
-        .stats
-        .encoded_bytes
-        .fetch_add(out.len() as u64, Ordering::Relaxed);
     let encoded = EncodedBatch {
         key,
         bytes: Bytes::from(out),
@@ -147,7 +142,6 @@ fn encode_one(
             Err(ClientError::WriterClosed("the sender task stopped")),
             batch.completion,
             batch.reserved_bytes,
-            0,
         );
     }
 }

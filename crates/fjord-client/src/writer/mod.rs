@@ -138,7 +138,6 @@ pub(crate) struct Counters {
     pub batches: AtomicU64,
     pub bytes: AtomicU64,
     pub retries: AtomicU64,
-    pub encoded_bytes: AtomicU64,
 }
 
 /// State shared by the writer, the linger task, the encoder thread and the
@@ -188,7 +187,6 @@ impl Shared {
         result: Result<BatchAck>,
         completion: Option<oneshot::Sender<Result<BatchAck>>>,
         reserved_bytes: usize,
-        _records: i32,
     ) {
         self.pool.release(reserved_bytes);
         let result = match result {

@@ -167,7 +167,7 @@ impl Sender {
         if let Some(why) = &queue.broken {
             let error = earlier_batch_failed(batch.key, why);
             self.shared
-                .complete(Err(error), batch.completion, batch.reserved_bytes, 0);
+                .complete(Err(error), batch.completion, batch.reserved_bytes);
             return;
         }
         queue.queue.push_back(batch);
@@ -409,12 +409,8 @@ impl Sender {
             .stats
             .bytes
             .fetch_add(batch.bytes.len() as u64, Ordering::Relaxed);
-        self.shared.complete(
-            Ok(ack),
-            batch.completion,
-            batch.reserved_bytes,
-            batch.records,
-        );
+        self.shared
+            .complete(Ok(ack), batch.completion, batch.reserved_bytes);
     }
 
     fn on_error(&mut self, mut batch: EncodedBatch, error: ClientError) {
@@ -482,12 +478,12 @@ impl Sender {
             for later in drained {
                 let e = earlier_batch_failed(later.key, &why);
                 self.shared
-                    .complete(Err(e), later.completion, later.reserved_bytes, 0);
+                    .complete(Err(e), later.completion, later.reserved_bytes);
             }
         }
         tracing::error!(table = %self.table.path, bucket = batch.key.1, error = %error, "produce failed");
         self.shared
-            .complete(Err(error), batch.completion, batch.reserved_bytes, 0);
+            .complete(Err(error), batch.completion, batch.reserved_bytes);
     }
 }
 
