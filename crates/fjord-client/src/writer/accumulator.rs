@@ -6,9 +6,10 @@
 //! caller's [`super::AppendWriter`] and the linger task, because the batch
 //! timeout must fire while the caller is idle. That is one uncontended lock
 //! per row (two atomic operations; the linger task takes it once per
-//! `batch-timeout`), chosen over anything per value; see the writer's
-//! module doc for the measured cost. Nothing here allocates per row: the
-//! builders are created once per bucket and reused after every seal.
+//! `batch-timeout`), chosen over anything per value. Its cost has not been
+//! measured separately (docs/BENCHMARKS.md has the whole row path only).
+//! Nothing here allocates per row: the builders are created once per
+//! bucket and reused after every seal.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};

@@ -22,8 +22,9 @@
 //! accumulator is shared with the linger task, which needs it to seal idle
 //! batches), one bucket assignment, one builder append and two integer
 //! compares. The clock, the learned compression ratio and the shared
-//! failure flag are read once per batch, when a row opens one. Everything per table (Arrow schema, builders, encoder,
-//! assigner, options) is built once in [`crate::FlussClient::append_writer`].
+//! failure flag are read once per batch, when a row opens one. Everything
+//! per table (Arrow schema, builders, encoder, assigner, options) is built
+//! once in [`crate::FlussClient::append_writer`].
 
 pub mod accumulator;
 pub mod config;
