@@ -15,6 +15,7 @@
 //!   zone (a wall-clock reading), TIMESTAMP_LTZ is an instant.
 //! - CHAR and STRING are UTF-8 text; BYTES and BINARY(n) are raw bytes.
 
+pub(crate) mod arrow_column;
 mod batch_builder;
 
 pub use batch_builder::{RowBatchBuilder, COLUMN_VAR_BYTES_MAX};

@@ -20,23 +20,12 @@
 //! Little-endian stands for the JVM's native order, which is little-endian on
 //! every platform Fluss runs on (and what fluss-rs writes).
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{
-    Date32Type, Decimal128Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type,
-    Int8Type, Time32MillisecondType, Time32SecondType, Time64MicrosecondType, Time64NanosecondType,
-    TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
-    TimestampSecondType,
-};
-use arrow_array::{
-    Array, BinaryArray, BooleanArray, FixedSizeBinaryArray, PrimitiveArray, RecordBatch,
-    StringArray,
-};
-use arrow_buffer::NullBuffer;
-use arrow_schema::{DataType as ArrowType, TimeUnit};
+use arrow_array::RecordBatch;
 use fjord_format::schema::Schema;
 use fjord_format::types::TypeKind;
 
 use crate::error::{ClientError, Result};
+use crate::row::arrow_column::ArrowColumn;
 use crate::row::{Datum, InternalRow, Timestamp};
 
 /// Largest DECIMAL precision whose unscaled value Fluss stores as a long.
@@ -168,7 +157,7 @@ impl KeyEncoder {
             .iter()
             .map(|column| {
                 let array = batch.column(column.pos);
-                KeyArray::new(array.as_ref()).ok_or_else(|| {
+                KeyArray::of(array.as_ref()).ok_or_else(|| {
                     ClientError::Invalid(format!(
                         "bucket key column `{}` has Arrow type {}, which is not a key type",
                         column.name,
@@ -304,110 +293,4 @@ fn encode(kind: KeyKind, datum: Datum<'_>, buf: &mut Vec<u8>) -> std::result::Re
 }
 
 /// One key column of a RecordBatch, downcast once per batch.
-pub(crate) struct KeyArray<'b> {
-    nulls: Option<&'b NullBuffer>,
-    values: KeyValues<'b>,
-}
-
-/// The typed values of a key column; timestamps carry whether they are LTZ.
-enum KeyValues<'b> {
-    Boolean(&'b BooleanArray),
-    Int8(&'b PrimitiveArray<Int8Type>),
-    Int16(&'b PrimitiveArray<Int16Type>),
-    Int32(&'b PrimitiveArray<Int32Type>),
-    Int64(&'b PrimitiveArray<Int64Type>),
-    Float32(&'b PrimitiveArray<Float32Type>),
-    Float64(&'b PrimitiveArray<Float64Type>),
-    Utf8(&'b StringArray),
-    Binary(&'b BinaryArray),
-    FixedBinary(&'b FixedSizeBinaryArray),
-    Decimal(&'b PrimitiveArray<Decimal128Type>),
-    Date32(&'b PrimitiveArray<Date32Type>),
-    Time32Second(&'b PrimitiveArray<Time32SecondType>),
-    Time32Milli(&'b PrimitiveArray<Time32MillisecondType>),
-    Time64Micro(&'b PrimitiveArray<Time64MicrosecondType>),
-    Time64Nano(&'b PrimitiveArray<Time64NanosecondType>),
-    TimestampSecond(&'b PrimitiveArray<TimestampSecondType>, bool),
-    TimestampMilli(&'b PrimitiveArray<TimestampMillisecondType>, bool),
-    TimestampMicro(&'b PrimitiveArray<TimestampMicrosecondType>, bool),
-    TimestampNano(&'b PrimitiveArray<TimestampNanosecondType>, bool),
-}
-
-impl<'b> KeyArray<'b> {
-    fn new(array: &'b dyn Array) -> Option<Self> {
-        use KeyValues as V;
-        let values = match array.data_type() {
-            ArrowType::Boolean => V::Boolean(array.as_boolean()),
-            ArrowType::Int8 => V::Int8(array.as_primitive()),
-            ArrowType::Int16 => V::Int16(array.as_primitive()),
-            ArrowType::Int32 => V::Int32(array.as_primitive()),
-            ArrowType::Int64 => V::Int64(array.as_primitive()),
-            ArrowType::Float32 => V::Float32(array.as_primitive()),
-            ArrowType::Float64 => V::Float64(array.as_primitive()),
-            ArrowType::Utf8 => V::Utf8(array.as_string()),
-            ArrowType::Binary => V::Binary(array.as_binary()),
-            ArrowType::FixedSizeBinary(_) => V::FixedBinary(array.as_fixed_size_binary()),
-            ArrowType::Decimal128(_, _) => V::Decimal(array.as_primitive()),
-            ArrowType::Date32 => V::Date32(array.as_primitive()),
-            ArrowType::Time32(TimeUnit::Second) => V::Time32Second(array.as_primitive()),
-            ArrowType::Time32(TimeUnit::Millisecond) => V::Time32Milli(array.as_primitive()),
-            ArrowType::Time64(TimeUnit::Microsecond) => V::Time64Micro(array.as_primitive()),
-            ArrowType::Time64(TimeUnit::Nanosecond) => V::Time64Nano(array.as_primitive()),
-            ArrowType::Timestamp(unit, zone) => {
-                let ltz = zone.is_some();
-                match unit {
-                    TimeUnit::Second => V::TimestampSecond(array.as_primitive(), ltz),
-                    TimeUnit::Millisecond => V::TimestampMilli(array.as_primitive(), ltz),
-                    TimeUnit::Microsecond => V::TimestampMicro(array.as_primitive(), ltz),
-                    TimeUnit::Nanosecond => V::TimestampNano(array.as_primitive(), ltz),
-                }
-            }
-            _ => return None,
-        };
-        Some(Self {
-            nulls: array.nulls(),
-            values,
-        })
-    }
-
-    /// The value at `row` as the datum a row of the table would carry
-    /// (TIME in milliseconds of the day, timestamps as millis + nanos).
-    #[inline]
-    fn datum(&self, row: usize) -> Datum<'b> {
-        if self.nulls.is_some_and(|nulls| nulls.is_null(row)) {
-            return Datum::Null;
-        }
-        let stamp = |t: Timestamp, ltz: bool| {
-            if ltz {
-                Datum::TimestampLtz(t)
-            } else {
-                Datum::Timestamp(t)
-            }
-        };
-        match &self.values {
-            KeyValues::Boolean(a) => Datum::Boolean(a.value(row)),
-            KeyValues::Int8(a) => Datum::TinyInt(a.value(row)),
-            KeyValues::Int16(a) => Datum::SmallInt(a.value(row)),
-            KeyValues::Int32(a) => Datum::Int(a.value(row)),
-            KeyValues::Int64(a) => Datum::BigInt(a.value(row)),
-            KeyValues::Float32(a) => Datum::Float(a.value(row)),
-            KeyValues::Float64(a) => Datum::Double(a.value(row)),
-            KeyValues::Utf8(a) => Datum::String(a.value(row)),
-            KeyValues::Binary(a) => Datum::Binary(a.value(row)),
-            KeyValues::FixedBinary(a) => Datum::Binary(a.value(row)),
-            KeyValues::Decimal(a) => Datum::Decimal(a.value(row)),
-            KeyValues::Date32(a) => Datum::Date(a.value(row)),
-            KeyValues::Time32Second(a) => Datum::Time(a.value(row).wrapping_mul(1_000)),
-            KeyValues::Time32Milli(a) => Datum::Time(a.value(row)),
-            KeyValues::Time64Micro(a) => Datum::Time((a.value(row) / 1_000) as i32),
-            KeyValues::Time64Nano(a) => Datum::Time((a.value(row) / 1_000_000) as i32),
-            KeyValues::TimestampSecond(a, ltz) => stamp(
-                Timestamp::from_millis(a.value(row).saturating_mul(1_000)),
-                *ltz,
-            ),
-            KeyValues::TimestampMilli(a, ltz) => stamp(Timestamp::from_millis(a.value(row)), *ltz),
-            KeyValues::TimestampMicro(a, ltz) => stamp(Timestamp::from_micros(a.value(row)), *ltz),
-            KeyValues::TimestampNano(a, ltz) => stamp(Timestamp::from_nanos(a.value(row)), *ltz),
-        }
-    }
-}
+pub(crate) type KeyArray<'b> = ArrowColumn<'b>;

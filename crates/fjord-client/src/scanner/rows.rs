@@ -7,148 +7,11 @@
 //! ([`ScanRows::new`]); reading a value is then a typed index into that
 //! array, with no dynamic dispatch, boxing or allocation per value.
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{
-    Date32Type, Decimal128Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type,
-    Int8Type, Time32MillisecondType, Time32SecondType, Time64MicrosecondType, Time64NanosecondType,
-    TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
-    TimestampSecondType,
-};
-use arrow_array::{
-    Array, BinaryArray, BooleanArray, FixedSizeBinaryArray, PrimitiveArray, RecordBatch,
-    StringArray,
-};
-use arrow_schema::{DataType, TimeUnit};
+use arrow_array::RecordBatch;
 
 use crate::error::{ClientError, Result};
-use crate::row::{Datum, InternalRow, Timestamp};
-
-/// Milliseconds in a second, for TIME(0) and TIMESTAMP(0) columns.
-const MILLIS_PER_SECOND: i64 = 1_000;
-
-/// One column of a batch, downcast to its concrete array type.
-#[derive(Debug, Clone, Copy)]
-enum Column<'a> {
-    Boolean(&'a BooleanArray),
-    TinyInt(&'a PrimitiveArray<Int8Type>),
-    SmallInt(&'a PrimitiveArray<Int16Type>),
-    Int(&'a PrimitiveArray<Int32Type>),
-    BigInt(&'a PrimitiveArray<Int64Type>),
-    Float(&'a PrimitiveArray<Float32Type>),
-    Double(&'a PrimitiveArray<Float64Type>),
-    String(&'a StringArray),
-    Bytes(&'a BinaryArray),
-    FixedBytes(&'a FixedSizeBinaryArray),
-    Decimal(&'a PrimitiveArray<Decimal128Type>),
-    Date(&'a PrimitiveArray<Date32Type>),
-    TimeSecond(&'a PrimitiveArray<Time32SecondType>),
-    TimeMilli(&'a PrimitiveArray<Time32MillisecondType>),
-    TimeMicro(&'a PrimitiveArray<Time64MicrosecondType>),
-    TimeNano(&'a PrimitiveArray<Time64NanosecondType>),
-    TimestampSecond(&'a PrimitiveArray<TimestampSecondType>, bool),
-    TimestampMilli(&'a PrimitiveArray<TimestampMillisecondType>, bool),
-    TimestampMicro(&'a PrimitiveArray<TimestampMicrosecondType>, bool),
-    TimestampNano(&'a PrimitiveArray<TimestampNanosecondType>, bool),
-}
-
-impl<'a> Column<'a> {
-    /// The column reader of `array`; `None` for a type rows cannot carry.
-    fn of(array: &'a dyn Array) -> Option<Self> {
-        Some(match array.data_type() {
-            DataType::Boolean => Column::Boolean(array.as_boolean()),
-            DataType::Int8 => Column::TinyInt(array.as_primitive()),
-            DataType::Int16 => Column::SmallInt(array.as_primitive()),
-            DataType::Int32 => Column::Int(array.as_primitive()),
-            DataType::Int64 => Column::BigInt(array.as_primitive()),
-            DataType::Float32 => Column::Float(array.as_primitive()),
-            DataType::Float64 => Column::Double(array.as_primitive()),
-            DataType::Utf8 => Column::String(array.as_string()),
-            DataType::Binary => Column::Bytes(array.as_binary()),
-            DataType::FixedSizeBinary(_) => Column::FixedBytes(array.as_fixed_size_binary()),
-            DataType::Decimal128(_, _) => Column::Decimal(array.as_primitive()),
-            DataType::Date32 => Column::Date(array.as_primitive()),
-            DataType::Time32(TimeUnit::Second) => Column::TimeSecond(array.as_primitive()),
-            DataType::Time32(TimeUnit::Millisecond) => Column::TimeMilli(array.as_primitive()),
-            DataType::Time64(TimeUnit::Microsecond) => Column::TimeMicro(array.as_primitive()),
-            DataType::Time64(TimeUnit::Nanosecond) => Column::TimeNano(array.as_primitive()),
-            DataType::Timestamp(unit, zone) => {
-                let ltz = zone.is_some();
-                match unit {
-                    TimeUnit::Second => Column::TimestampSecond(array.as_primitive(), ltz),
-                    TimeUnit::Millisecond => Column::TimestampMilli(array.as_primitive(), ltz),
-                    TimeUnit::Microsecond => Column::TimestampMicro(array.as_primitive(), ltz),
-                    TimeUnit::Nanosecond => Column::TimestampNano(array.as_primitive(), ltz),
-                }
-            }
-            _ => return None,
-        })
-    }
-
-    fn is_null(&self, row: usize) -> bool {
-        match self {
-            Column::Boolean(a) => a.is_null(row),
-            Column::TinyInt(a) => a.is_null(row),
-            Column::SmallInt(a) => a.is_null(row),
-            Column::Int(a) => a.is_null(row),
-            Column::BigInt(a) => a.is_null(row),
-            Column::Float(a) => a.is_null(row),
-            Column::Double(a) => a.is_null(row),
-            Column::String(a) => a.is_null(row),
-            Column::Bytes(a) => a.is_null(row),
-            Column::FixedBytes(a) => a.is_null(row),
-            Column::Decimal(a) => a.is_null(row),
-            Column::Date(a) => a.is_null(row),
-            Column::TimeSecond(a) => a.is_null(row),
-            Column::TimeMilli(a) => a.is_null(row),
-            Column::TimeMicro(a) => a.is_null(row),
-            Column::TimeNano(a) => a.is_null(row),
-            Column::TimestampSecond(a, _) => a.is_null(row),
-            Column::TimestampMilli(a, _) => a.is_null(row),
-            Column::TimestampMicro(a, _) => a.is_null(row),
-            Column::TimestampNano(a, _) => a.is_null(row),
-        }
-    }
-
-    fn datum(&self, row: usize) -> Datum<'a> {
-        if self.is_null(row) {
-            return Datum::Null;
-        }
-        let timestamp = |t: Timestamp, ltz: bool| {
-            if ltz {
-                Datum::TimestampLtz(t)
-            } else {
-                Datum::Timestamp(t)
-            }
-        };
-        match *self {
-            Column::Boolean(a) => Datum::Boolean(a.value(row)),
-            Column::TinyInt(a) => Datum::TinyInt(a.value(row)),
-            Column::SmallInt(a) => Datum::SmallInt(a.value(row)),
-            Column::Int(a) => Datum::Int(a.value(row)),
-            Column::BigInt(a) => Datum::BigInt(a.value(row)),
-            Column::Float(a) => Datum::Float(a.value(row)),
-            Column::Double(a) => Datum::Double(a.value(row)),
-            Column::String(a) => Datum::String(a.value(row)),
-            Column::Bytes(a) => Datum::Binary(a.value(row)),
-            Column::FixedBytes(a) => Datum::Binary(a.value(row)),
-            Column::Decimal(a) => Datum::Decimal(a.value(row)),
-            Column::Date(a) => Datum::Date(a.value(row)),
-            // TIME is milliseconds of the day in rows (Fluss's InternalRow);
-            // finer precisions are truncated to the millisecond.
-            Column::TimeSecond(a) => Datum::Time(a.value(row).saturating_mul(1_000)),
-            Column::TimeMilli(a) => Datum::Time(a.value(row)),
-            Column::TimeMicro(a) => Datum::Time((a.value(row) / 1_000) as i32),
-            Column::TimeNano(a) => Datum::Time((a.value(row) / 1_000_000) as i32),
-            Column::TimestampSecond(a, ltz) => timestamp(
-                Timestamp::from_millis(a.value(row).saturating_mul(MILLIS_PER_SECOND)),
-                ltz,
-            ),
-            Column::TimestampMilli(a, ltz) => timestamp(Timestamp::from_millis(a.value(row)), ltz),
-            Column::TimestampMicro(a, ltz) => timestamp(Timestamp::from_micros(a.value(row)), ltz),
-            Column::TimestampNano(a, ltz) => timestamp(Timestamp::from_nanos(a.value(row)), ltz),
-        }
-    }
-}
+use crate::row::arrow_column::ArrowColumn as Column;
+use crate::row::{Datum, InternalRow};
 
 /// The rows of one scanned batch, in offset order: the batch's columns,
 /// each downcast once. Iterate with `for row in &rows` or [`ScanRows::iter`];
@@ -291,13 +154,16 @@ impl InternalRow for ScanRow<'_, '_> {
 mod tests {
     use std::sync::Arc;
 
+    use arrow_array::types::Int32Type;
     use arrow_array::{
         ArrayRef, Date32Array, Decimal128Array, Float64Array, Int32Array, Int64Array, ListArray,
         Time32MillisecondArray, TimestampMicrosecondArray, TimestampMillisecondArray,
     };
+    use arrow_array::{BinaryArray, BooleanArray, StringArray};
     use arrow_schema::{Field, Schema};
 
     use super::*;
+    use crate::row::Timestamp;
 
     fn batch(columns: Vec<(&str, ArrayRef)>) -> RecordBatch {
         let fields: Vec<Field> = columns
