@@ -413,7 +413,93 @@ impl Hasher for PartitionIdHasher {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+    use std::sync::Mutex;
+
+    use fjord_format::arrow_schema::to_arrow_schema;
+    use fjord_format::schema::{Schema, TableDescriptor, TableDistribution};
+    use fjord_format::types::DataType;
+    use tokio::sync::Notify;
+
     use super::*;
+    use crate::admin::{TableInfo, TablePath};
+    use crate::bucket::NoKeyAssigner;
+    use crate::row::Datum;
+    use crate::writer::Counters;
+
+    fn one_bucket_accumulator() -> (Accumulator, mpsc::Receiver<SealedBatch>) {
+        let descriptor = TableDescriptor::new(
+            Schema::builder()
+                .column("id", DataType::bigint())
+                .build()
+                .unwrap(),
+            None,
+            Vec::new(),
+            Some(TableDistribution {
+                bucket_count: Some(1),
+                bucket_keys: Vec::new(),
+            }),
+            BTreeMap::new(),
+            BTreeMap::new(),
+        )
+        .unwrap();
+        let table = TableInfo {
+            path: TablePath::new("db", "t"),
+            table_id: 1,
+            schema_id: 0,
+            descriptor,
+        };
+        let assigner = BucketAssigner::new(&table, NoKeyAssigner::Sticky).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let acc = Accumulator::new(
+            to_arrow_schema(table.descriptor.schema()),
+            assigner,
+            1,
+            1 << 20,
+            Duration::from_secs(3600),
+            tx,
+        );
+        (acc, rx)
+    }
+
+    #[test]
+    fn an_earlier_failure_is_reported_by_the_row_that_opens_the_next_batch() {
+        let (acc, _unused) = one_bucket_accumulator();
+        let shared = Shared {
+            acc: Mutex::new(acc),
+            pool: MemoryPool::new(1 << 24),
+            ratio_bits: AtomicU32::new(INITIAL_COMPRESSION_RATIO.to_bits()),
+            done: AtomicU64::new(0),
+            done_notify: Notify::new(),
+            failed: AtomicBool::new(false),
+            first_error: Mutex::new(None),
+            stats: Counters::default(),
+        };
+        let (mut acc, rx) = one_bucket_accumulator();
+        let row = |id| [Datum::BigInt(id)];
+        acc.append_row(None, &row(1), &shared).unwrap();
+        shared.complete(Err(ClientError::WriterClosed("batch 0 failed")), None, 0);
+        // The open batch keeps filling: the check is once per batch.
+        acc.append_row(None, &row(2), &shared).unwrap();
+        acc.seal_all().unwrap();
+        assert_eq!(
+            rx.try_recv()
+                .expect("the open batch was sealed")
+                .batch
+                .num_rows(),
+            2
+        );
+        let e = acc
+            .append_row(None, &row(3), &shared)
+            .err()
+            .expect("the row opening a new batch reports the failure");
+        assert!(e.to_string().contains("batch 0 failed"), "{e}");
+        assert!(acc.open.is_empty(), "the refused row opened no batch");
+        // Once flush has taken the failure, rows are accepted again.
+        assert!(shared.take_first_error().is_some());
+        acc.append_row(None, &row(3), &shared).unwrap();
+    }
 
     #[test]
     fn seal_threshold_scales_by_ratio_within_bounds() {
