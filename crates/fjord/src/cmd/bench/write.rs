@@ -142,51 +142,69 @@ pub async fn run(run: &WriteRun) -> anyhow::Result<Report> {
     })
 }
 
-/// Appends every row of `batch` through the row API. The columns are
-/// downcast once per batch; per record only values are read.
+/// The user-behavior workload's columns of one batch, downcast once per
+/// batch, so per record only values are read.
+struct UserBehaviorColumns<'a> {
+    user: &'a [i64],
+    item: &'a [i64],
+    category: &'a [i64],
+    behavior: &'a arrow_array::StringArray,
+    ts: &'a [i64],
+}
+
+impl<'a> UserBehaviorColumns<'a> {
+    fn of(batch: &'a RecordBatch) -> anyhow::Result<Self> {
+        const WRONG: &str = "generated batch does not have the workload's column types";
+        let int64 = |i: usize| -> anyhow::Result<&'a [i64]> {
+            Ok(batch
+                .column(i)
+                .as_primitive_opt::<Int64Type>()
+                .context(WRONG)?
+                .values())
+        };
+        Ok(Self {
+            user: int64(0)?,
+            item: int64(1)?,
+            category: int64(2)?,
+            behavior: batch.column(3).as_string_opt::<i32>().context(WRONG)?,
+            ts: batch
+                .column(4)
+                .as_primitive_opt::<TimestampMillisecondType>()
+                .context(WRONG)?
+                .values(),
+        })
+    }
+
+    /// Row `i` as the table's five values.
+    fn row(&self, i: usize) -> [Datum<'a>; 5] {
+        [
+            Datum::BigInt(self.user[i]),
+            Datum::BigInt(self.item[i]),
+            Datum::BigInt(self.category[i]),
+            Datum::String(self.behavior.value(i)),
+            Datum::Timestamp(Timestamp::from_millis(self.ts[i])),
+        ]
+    }
+}
+
+/// Appends every row of `batch` through the row API.
 async fn append_rows(
     writer: &mut AppendWriter,
     schema: SchemaKind,
     batch: &RecordBatch,
 ) -> anyhow::Result<()> {
-    const WRONG: &str = "generated batch does not have the workload's column types";
     match schema {
         SchemaKind::UserBehavior => {
-            let user = batch
-                .column(0)
-                .as_primitive_opt::<Int64Type>()
-                .context(WRONG)?;
-            let item = batch
-                .column(1)
-                .as_primitive_opt::<Int64Type>()
-                .context(WRONG)?;
-            let category = batch
-                .column(2)
-                .as_primitive_opt::<Int64Type>()
-                .context(WRONG)?;
-            let behavior = batch.column(3).as_string_opt::<i32>().context(WRONG)?;
-            let ts = batch
-                .column(4)
-                .as_primitive_opt::<TimestampMillisecondType>()
-                .context(WRONG)?;
-            let (user, item, category, ts) =
-                (user.values(), item.values(), category.values(), ts.values());
+            let columns = UserBehaviorColumns::of(batch)?;
             for i in 0..batch.num_rows() {
-                let row = [
-                    Datum::BigInt(user[i]),
-                    Datum::BigInt(item[i]),
-                    Datum::BigInt(category[i]),
-                    Datum::String(behavior.value(i)),
-                    Datum::Timestamp(Timestamp::from_millis(ts[i])),
-                ];
-                writer.append(&row).await?;
+                writer.append(&columns.row(i)).await?;
             }
         }
         SchemaKind::Long => {
             let values = batch
                 .column(0)
                 .as_primitive_opt::<Int64Type>()
-                .context(WRONG)?;
+                .context("generated batch does not have the workload's column types")?;
             for &v in values.values().iter() {
                 writer.append(&[Datum::BigInt(v)]).await?;
             }
@@ -204,33 +222,27 @@ async fn append_partitioned_rows(
     rows: usize,
     days: &[String],
 ) -> anyhow::Result<()> {
-    const WRONG: &str = "generated batch does not have the workload's column types";
-    let user = batch
-        .column(0)
-        .as_primitive_opt::<Int64Type>()
-        .context(WRONG)?;
-    let item = batch
-        .column(1)
-        .as_primitive_opt::<Int64Type>()
-        .context(WRONG)?;
-    let category = batch
-        .column(2)
-        .as_primitive_opt::<Int64Type>()
-        .context(WRONG)?;
-    let behavior = batch.column(3).as_string_opt::<i32>().context(WRONG)?;
-    let ts = batch
-        .column(4)
-        .as_primitive_opt::<TimestampMillisecondType>()
-        .context(WRONG)?;
-    let (user, item, category, ts) = (user.values(), item.values(), category.values(), ts.values());
-    for i in 0..batch.num_rows() {
+    let columns = UserBehaviorColumns::of(batch)?;
+    let n = batch.num_rows();
+    // Days are contiguous runs far longer than a batch as a rule: a batch
+    // whose first and last rows share a day needs no per-row day (a u128
+    // division) at all.
+    let first_day = day_of(first_row, rows);
+    let one_day = n == 0 || day_of(first_row + n - 1, rows) == first_day;
+    for i in 0..n {
+        let day = if one_day {
+            first_day
+        } else {
+            day_of(first_row + i, rows)
+        };
+        let [user, item, category, behavior, ts] = columns.row(i);
         let row = [
-            Datum::BigInt(user[i]),
-            Datum::BigInt(item[i]),
-            Datum::BigInt(category[i]),
-            Datum::String(behavior.value(i)),
-            Datum::Timestamp(Timestamp::from_millis(ts[i])),
-            Datum::String(&days[day_of(first_row + i, rows)]),
+            user,
+            item,
+            category,
+            behavior,
+            ts,
+            Datum::String(&days[day]),
         ];
         writer.append(&row).await?;
     }
