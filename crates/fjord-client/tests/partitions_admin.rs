@@ -9,45 +9,29 @@ use fjord_client::{Admin, ServerConnection, TablePath};
 use fjord_format::schema::{DatabaseDescriptor, Schema, TableDescriptor, TableDistribution};
 use fjord_format::types::DataType;
 use fjord_proto::ErrorCode;
-use fjord_server::{Server, ServerConfig};
-use tokio::sync::oneshot;
+
+mod support;
 
 /// Bound on every client call, so a server that never answers fails the test
 /// instead of hanging it.
 const STEP: Duration = Duration::from_secs(30);
 
+/// A server for one test and the admin talking to it (the server runs until
+/// the test's runtime ends; its data directory lives as long as this value).
 struct Running {
     admin: Admin,
-    stop: Option<oneshot::Sender<()>>,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
+    _server: support::TestServer,
 }
 
 async fn start() -> Running {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let server = Server::bind(
-        ServerConfig::with_data_dir(dir.path().to_owned()),
-        "127.0.0.1:0",
-    )
-    .await
-    .expect("server starts");
-    let addr = server.local_addr().to_string();
-    let (stop, stopped) = oneshot::channel();
-    tokio::spawn(server.run(async {
-        let _ = stopped.await;
-    }));
-    let connection = ServerConnection::connect(&addr).await.expect("connect");
+    let server = support::TestServer::start().await;
+    let connection = ServerConnection::connect(&server.addr)
+        .await
+        .expect("connect");
+    let admin = Admin::new(connection);
     Running {
-        admin: Admin::new(connection),
-        stop: Some(stop),
-        _dir: dir,
+        admin,
+        _server: server,
     }
 }
 

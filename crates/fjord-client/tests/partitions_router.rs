@@ -16,46 +16,33 @@ use fjord_proto::ErrorCode;
 use fjord_server::{Server, ServerConfig};
 use tokio::sync::oneshot;
 
+mod support;
+
 /// Bound on every client call, so a server that never answers fails the test
 /// instead of hanging it.
 const STEP: Duration = Duration::from_secs(60);
 
+/// A server for one test and the admin talking to it (the server runs until
+/// the test's runtime ends; its data directory lives as long as this value).
 struct Running {
     admin: Admin,
-    stop: Option<oneshot::Sender<()>>,
-    _dir: tempfile::TempDir,
+    _server: support::TestServer,
 }
 
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-}
-
-async fn start_with(configure: impl FnOnce(&mut ServerConfig)) -> Running {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let mut config = ServerConfig::with_data_dir(dir.path().to_owned());
-    configure(&mut config);
-    let server = Server::bind(config, "127.0.0.1:0")
+/// A server with extra server options (`key=value`).
+async fn start_with(settings: &[&str]) -> Running {
+    let server = support::TestServer::start_with(None, settings).await;
+    let connection = ServerConnection::connect(&server.addr)
         .await
-        .expect("server starts");
-    let addr = server.local_addr().to_string();
-    let (stop, stopped) = oneshot::channel();
-    tokio::spawn(server.run(async {
-        let _ = stopped.await;
-    }));
-    let connection = ServerConnection::connect(&addr).await.expect("connect");
+        .expect("connect");
     Running {
         admin: Admin::new(connection),
-        stop: Some(stop),
-        _dir: dir,
+        _server: server,
     }
 }
 
 async fn start() -> Running {
-    start_with(|_| {}).await
+    start_with(&[]).await
 }
 
 /// `db.<name>`: `id BIGINT, dt STRING`, partitioned by `dt`.
@@ -240,7 +227,7 @@ async fn disabled_dynamic_creation_names_the_missing_partition_and_creates_nothi
 
 #[tokio::test]
 async fn partition_limit_surfaces_the_server_error_and_is_retried_next_time() {
-    let s = start_with(|c| c.catalog.partition_count_max = 1).await;
+    let s = start_with(&["max.partition.num=1"]).await;
     let table = create_table(&s.admin, "limited").await;
     let router = PartitionRouter::new(s.admin.clone(), &table, true)
         .await

@@ -12,8 +12,8 @@ use fjord_client::{FlussClient, LogScanner, ScannerConfig, TableInfo, TablePath,
 use fjord_format::schema::{DatabaseDescriptor, Schema, TableDescriptor, TableDistribution};
 use fjord_format::types::DataType;
 use fjord_proto::ErrorCode;
-use fjord_server::{Server, ServerConfig};
-use tokio::sync::oneshot;
+
+mod support;
 
 /// Bound on every step, so a server that never answers fails the test
 /// instead of hanging it.
@@ -22,38 +22,19 @@ const STEP: Duration = Duration::from_secs(60);
 const BUCKETS: i32 = 2;
 const DAYS: [&str; 5] = ["20261201", "20261202", "20261203", "20261204", "20261205"];
 
+/// A server for one test and the client talking to it (the server runs until
+/// the test's runtime ends; its data directory lives as long as this value).
 struct Running {
     client: FlussClient,
-    stop: Option<oneshot::Sender<()>>,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
+    _server: support::TestServer,
 }
 
 async fn start() -> Running {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let server = Server::bind(
-        ServerConfig::with_data_dir(dir.path().to_owned()),
-        "127.0.0.1:0",
-    )
-    .await
-    .expect("server starts");
-    let addr = server.local_addr().to_string();
-    let (stop, stopped) = oneshot::channel();
-    tokio::spawn(server.run(async {
-        let _ = stopped.await;
-    }));
-    let client = FlussClient::connect(&[addr]).await.expect("connect");
+    let server = support::TestServer::start().await;
+    let client = server.client().await;
     Running {
         client,
-        stop: Some(stop),
-        _dir: dir,
+        _server: server,
     }
 }
 
