@@ -62,11 +62,12 @@ pub enum PartitionLookup {
 type PartitionMap = HashMap<Box<str>, i64, BuildHasherDefault<NameHasher>>;
 
 /// The hash of the partition cache: a multiply-rotate over 8-byte words with
-/// a final avalanche, about twice as fast as std's SipHash on short names
-/// such as `20261130` (measured 31 vs 72 ns per lookup, same loaded
-/// machine). SipHash's flooding resistance buys nothing here: the map only
-/// ever holds names the server listed (at most `max.partition.num`), and a
-/// lookup of an arbitrary row value inserts nothing.
+/// a final avalanche, a few multiplies per short name such as `20261130`
+/// where std's SipHash runs its rounds (no bench in docs/BENCHMARKS.md
+/// isolates the lookup yet). SipHash's flooding resistance buys nothing
+/// here: the map only ever holds names the server listed (at most
+/// `max.partition.num`), and a lookup of an arbitrary row value inserts
+/// nothing.
 #[derive(Clone, Copy, Debug, Default)]
 struct NameHasher(u64);
 
