@@ -564,7 +564,20 @@ async fn periodic_check_precreates_the_next_hours_and_drops_expired_ones_with_th
     let table_id = create_table(&mut c, "hourly", &json).await.unwrap();
     wait_for_partitions(&mut c, "hourly", &["2024031001", "2024031003"]).await;
     let first = list(&mut c, "hourly", None).await[0].0;
-    produce(&mut c, table_id, first, 0, 0..3).await;
+    let written = produce(&mut c, table_id, first, 0, 0..3).await;
+    assert_eq!(
+        (written.error_code, written.base_offset),
+        (None, Some(0)),
+        "{written:?}"
+    );
+    // The data is there before the check that drops it: the final
+    // assertion is about deletion, not a path that never existed.
+    let first_dir = dir
+        .path()
+        .join("log")
+        .join(table_id.to_string())
+        .join(format!("p{first}"));
+    assert!(first_dir.exists(), "{}", first_dir.display());
 
     // Two hours later (05:30 EDT): 01 and 03 are older than one hour back
     // (04), so they go — with 01's data — and 05, 06 are pre-created.
@@ -574,12 +587,7 @@ async fn periodic_check_precreates_the_next_hours_and_drops_expired_ones_with_th
         fetch_ids(&mut c, table_id, first, 0).await,
         Err(ErrorCode::PartitionNotExists.code())
     );
-    assert!(!dir
-        .path()
-        .join("log")
-        .join(table_id.to_string())
-        .join(format!("p{first}"))
-        .exists());
+    assert!(!first_dir.exists(), "expired partition's data is deleted");
     server.stop().await;
 }
 
