@@ -12,7 +12,7 @@ use fjord_proto::messages as pb;
 
 use crate::error::{ApiError, ErrorCode};
 use crate::meta::catalog::partitions::partition_not_exist;
-use crate::meta::catalog::{table_not_exist, PartitionInfo, TableInfo};
+use crate::meta::catalog::{table_not_exist, PartitionInfo, TableInfo, TablePath};
 use crate::node::Node;
 
 /// Every bucket of a table or partition, led by this node.
@@ -79,10 +79,11 @@ pub fn handle(node: &Node, r: pb::MetadataRequest) -> Result<pb::MetadataRespons
     let mut partition_metadata =
         Vec::with_capacity(r.partitions_path.len() + r.partitions_id.len());
     for p in &r.partitions_path {
-        let path = super::table_path(&pb::PbTablePath {
-            database_name: p.database_name.clone(),
-            table_name: p.table_name.clone(),
-        })?;
+        // Straight to the catalog's path: no intermediate PbTablePath copy.
+        let path = TablePath {
+            database: p.database_name.clone(),
+            table: p.table_name.clone(),
+        };
         let info = node
             .catalog
             .table(&path)?
