@@ -141,3 +141,54 @@ impl<'a> ArrowColumn<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use arrow_array::{
+        Int32Array, ListArray, Time32SecondArray, Time64NanosecondArray, TimestampSecondArray,
+    };
+
+    use super::*;
+
+    #[test]
+    fn null_slots_read_as_null_and_others_as_values() {
+        let array = Int32Array::from(vec![Some(7), None]);
+        let column = ArrowColumn::of(&array).expect("INT is readable");
+        assert!(!column.is_null(0));
+        assert!(column.is_null(1));
+        assert!(matches!(column.datum(0), Datum::Int(7)));
+        assert!(matches!(column.datum(1), Datum::Null));
+    }
+
+    #[test]
+    fn time_columns_read_as_milliseconds_of_the_day() {
+        let seconds = Time32SecondArray::from(vec![3_661, i32::MAX]);
+        let column = ArrowColumn::of(&seconds).expect("TIME(0)");
+        assert!(matches!(column.datum(0), Datum::Time(3_661_000)));
+        // Out of a day's range: saturates instead of wrapping to a wrong time.
+        assert!(matches!(column.datum(1), Datum::Time(i32::MAX)));
+        let nanos = Time64NanosecondArray::from(vec![1_234_999_999]);
+        let column = ArrowColumn::of(&nanos).expect("TIME(9)");
+        assert!(matches!(column.datum(0), Datum::Time(1_234)));
+    }
+
+    #[test]
+    fn a_zoned_timestamp_reads_as_ltz_and_a_plain_one_does_not() {
+        let plain = TimestampSecondArray::from(vec![2]);
+        let zoned = TimestampSecondArray::from(vec![2]).with_timezone("UTC");
+        let plain = ArrowColumn::of(&plain).expect("TIMESTAMP(0)");
+        let zoned = ArrowColumn::of(&zoned).expect("TIMESTAMP_LTZ(0)");
+        assert!(
+            matches!(plain.datum(0), Datum::Timestamp(t) if t == Timestamp::from_millis(2_000))
+        );
+        assert!(
+            matches!(zoned.datum(0), Datum::TimestampLtz(t) if t == Timestamp::from_millis(2_000))
+        );
+    }
+
+    #[test]
+    fn nested_types_have_no_reader() {
+        let list = ListArray::from_iter_primitive::<Int32Type, _, _>(vec![Some(vec![Some(1)])]);
+        assert!(ArrowColumn::of(&list).is_none());
+    }
+}
