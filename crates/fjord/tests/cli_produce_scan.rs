@@ -627,6 +627,8 @@ fn a_scan_into_a_closed_pipe_ends_quietly() {
         output.status,
         stderr(&output)
     );
+    // Quietly: no broken-pipe error or panic message either.
+    assert_eq!(stderr(&output).trim(), "", "the scan says nothing");
 }
 
 #[test]
