@@ -545,15 +545,24 @@ async fn linger(shared: Weak<Shared>, timeout: std::time::Duration) {
 
 /// Splits `batch` into one batch per bucket, rows kept in order.
 fn split_by_bucket(batch: &RecordBatch, buckets: &[i32]) -> Result<Vec<(i32, RecordBatch)>> {
-    let mut indices: Vec<(i32, Vec<u32>)> = Vec::new();
+    // Rows per bucket in a vector indexed by bucket id (one push per row, no
+    // search), parts emitted in the order their buckets first appear.
+    let mut rows_of: Vec<Vec<u32>> = Vec::new();
+    let mut order: Vec<i32> = Vec::new();
     for (row, &bucket) in buckets.iter().enumerate() {
-        match indices.iter_mut().find(|(b, _)| *b == bucket) {
-            Some((_, rows)) => rows.push(row as u32),
-            None => indices.push((bucket, vec![row as u32])),
+        let index = usize::try_from(bucket)
+            .map_err(|_| ClientError::Invalid(format!("negative bucket {bucket} for row {row}")))?;
+        if index >= rows_of.len() {
+            rows_of.resize_with(index + 1, Vec::new);
         }
+        if rows_of[index].is_empty() {
+            order.push(bucket);
+        }
+        rows_of[index].push(row as u32);
     }
-    indices
+    order
         .into_iter()
+        .map(|bucket| (bucket, std::mem::take(&mut rows_of[bucket as usize])))
         .map(|(bucket, rows)| {
             let rows = arrow_array::UInt32Array::from(rows);
             arrow_select::take::take_record_batch(batch, &rows)
