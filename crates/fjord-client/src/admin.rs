@@ -73,9 +73,8 @@ impl TableInfo {
 }
 
 /// Separator between the values of a partition name (Fluss's
-/// `ResolvedPartitionSpec.PARTITION_SPEC_SEPARATOR`): the partition of
-/// `dt=20261130, region=eu` is named `20261130$eu`.
-pub const PARTITION_NAME_SEPARATOR: char = '$';
+/// `ResolvedPartitionSpec.PARTITION_SPEC_SEPARATOR`), shared with the server.
+pub use fjord_format::schema::PARTITION_NAME_SEPARATOR;
 
 /// One partition of a partitioned table, as the coordinator lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,13 +98,7 @@ impl PartitionInfo {
             .into_iter()
             .map(|kv| (kv.key, kv.value))
             .collect();
-        let mut name = String::new();
-        for (i, (_, value)) in spec.iter().enumerate() {
-            if i > 0 {
-                name.push(PARTITION_NAME_SEPARATOR);
-            }
-            name.push_str(value);
-        }
+        let name = fjord_format::schema::partition_name(spec.iter().map(|(_, v)| v.as_str()));
         Self {
             partition_id: info.partition_id,
             name,

@@ -26,6 +26,25 @@ pub const TABLE_KV_FORMAT_VERSION: &str = "table.kv.format-version";
 /// KV format version a Fluss 1.0 coordinator stamps on new primary-key tables.
 pub const CURRENT_KV_FORMAT_VERSION: u32 = 2;
 
+/// Separator between the values of a partition name (Fluss's
+/// `ResolvedPartitionSpec.PARTITION_SPEC_SEPARATOR`): the partition of
+/// `dt=20261130, region=eu` is named `20261130$eu`. Server and client build
+/// and split names with this one constant, so they always agree.
+pub const PARTITION_NAME_SEPARATOR: char = '$';
+
+/// The partition name of `values` (in partition-key order): the values
+/// joined by [`PARTITION_NAME_SEPARATOR`].
+pub fn partition_name<'a>(values: impl IntoIterator<Item = &'a str>) -> String {
+    let mut name = String::new();
+    for (i, value) in values.into_iter().enumerate() {
+        if i > 0 {
+            name.push(PARTITION_NAME_SEPARATOR);
+        }
+        name.push_str(value);
+    }
+    name
+}
+
 /// An aggregation function attached to a column (aggregation merge engine).
 /// Kept so a schema round-trips through JSON unchanged.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -565,6 +584,16 @@ pub struct DatabaseDescriptor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn partition_names_join_values_in_key_order_with_the_fluss_separator() {
+        assert_eq!(partition_name(["20261130"]), "20261130");
+        assert_eq!(partition_name(["20261130", "eu"]), "20261130$eu");
+        assert_eq!(partition_name(std::iter::empty()), "");
+        let name = partition_name(["a", "b", "c"]);
+        let back: Vec<&str> = name.split(PARTITION_NAME_SEPARATOR).collect();
+        assert_eq!(back, ["a", "b", "c"]);
+    }
 
     #[test]
     fn builder_assigns_nested_ids_depth_first_like_fluss() {

@@ -7,9 +7,7 @@ use fjord_proto::messages as pb;
 
 use crate::error::{ApiError, ErrorCode};
 use crate::meta::catalog::partitions::not_partitioned;
-use crate::meta::catalog::{
-    table_not_exist, Catalog, PartitionInfo, TableInfo, PARTITION_SEPARATOR,
-};
+use crate::meta::catalog::{table_not_exist, Catalog, PartitionInfo, TableInfo};
 use crate::node::Node;
 
 fn table(node: &Node, path: &pb::PbTablePath) -> Result<std::sync::Arc<TableInfo>, ApiError> {
@@ -107,7 +105,7 @@ pub async fn drop(
 ) -> Result<pb::DropPartitionResponse, ApiError> {
     let table = table(node, &r.table_path)?;
     let values = Catalog::resolve_spec(&table, &spec_pairs(&r.partition_spec), false)?;
-    let name = values.join(&PARTITION_SEPARATOR.to_string());
+    let name = fjord_format::schema::partition_name(values.iter().map(String::as_str));
     if let Some((_, data)) =
         crate::partitions::drop_partition(node, &table, &name, r.ignore_if_not_exists)?
     {

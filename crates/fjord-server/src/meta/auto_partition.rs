@@ -361,7 +361,9 @@ impl AutoPartitionStrategy {
         if self.key_count == 1 {
             return Some(partition_name);
         }
-        partition_name.split('$').nth(self.key_index)
+        partition_name
+            .split(fjord_format::schema::PARTITION_NAME_SEPARATOR)
+            .nth(self.key_index)
     }
 
     /// Checks a partition to be created (values in key order) as Fluss's

@@ -32,7 +32,7 @@ use crate::meta::store::{MetaError, MetaStore};
 
 pub mod partitions;
 
-pub use partitions::{PartitionInfo, PARTITION_SEPARATOR};
+pub use partitions::PartitionInfo;
 
 /// Data types a partition key column may have. Partition names are the
 /// key values as text, so Fjord takes Fluss's classic rule: string columns

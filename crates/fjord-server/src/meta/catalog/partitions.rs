@@ -15,10 +15,7 @@ use tracing::warn;
 use super::{corrupt, invalid_name_reason, now_ms, Catalog, TableIndex, TableInfo, PARTITIONS};
 use crate::error::{ApiError, ErrorCode};
 use crate::meta::store::MetaError;
-
-/// Joins partition values into a partition name (Fluss's
-/// `ResolvedPartitionSpec.PARTITION_SPEC_SEPARATOR`).
-pub const PARTITION_SEPARATOR: char = '$';
+use fjord_format::schema::{partition_name, PARTITION_NAME_SEPARATOR};
 
 /// One partition of a partitioned table; immutable once created.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,7 +128,7 @@ impl Catalog {
         open_tablets: impl FnOnce(&PartitionInfo) -> Result<(), ApiError>,
     ) -> Result<Option<Arc<PartitionInfo>>, ApiError> {
         let _serial = self.partition_ops.lock().unwrap_or_else(|p| p.into_inner());
-        let name = values.join(&PARTITION_SEPARATOR.to_string());
+        let name = partition_name(values.iter().map(String::as_str));
         let count = {
             let index = self.tables.read().unwrap_or_else(|p| p.into_inner());
             if !index.by_id.contains_key(&table.table_id) {
@@ -284,8 +281,10 @@ impl Catalog {
                     continue;
                 };
                 let rec: Value = serde_json::from_slice(&v.data).map_err(|e| corrupt(&node, e))?;
-                let values: Vec<String> =
-                    name.split(PARTITION_SEPARATOR).map(str::to_owned).collect();
+                let values: Vec<String> = name
+                    .split(PARTITION_NAME_SEPARATOR)
+                    .map(str::to_owned)
+                    .collect();
                 if values.len() != info.partition_keys.len() {
                     return Err(corrupt(
                         &node,
