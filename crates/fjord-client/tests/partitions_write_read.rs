@@ -4,6 +4,7 @@
 //! and a clear refusal when dynamic creation is disabled.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow_array::{Array, Int64Array, StringArray};
@@ -209,4 +210,97 @@ async fn writer_without_dynamic_creation_refuses_a_row_for_a_missing_partition()
         .await
         .expect("list");
     assert!(listed.is_empty(), "nothing created: {listed:?}");
+}
+
+/// A RecordBatch of `(id, dt)` rows.
+fn id_dt_batch(table: &TableInfo, rows: &[(i64, Option<&str>)]) -> arrow_array::RecordBatch {
+    let ids: Int64Array = rows.iter().map(|(id, _)| Some(*id)).collect();
+    let dts: StringArray = rows.iter().map(|(_, dt)| *dt).collect();
+    let schema = fjord_format::arrow_schema::to_arrow_schema(table.descriptor.schema());
+    arrow_array::RecordBatch::try_new(schema, vec![Arc::new(ids), Arc::new(dts)]).expect("batch")
+}
+
+#[tokio::test]
+async fn a_record_batch_spanning_partitions_lands_row_by_row_in_its_own_partitions() {
+    let s = start().await;
+    let table = create_table(&s.client, "batches").await;
+    let mut w = s
+        .client
+        .append_writer(&table.path, WriterConfig::default())
+        .await
+        .expect("writer");
+    // Interleaved days: day 0 appears in two separate runs, so its rows are
+    // gathered, the others sliced; days 0-2 do not exist yet.
+    let rows: Vec<(i64, Option<&str>)> = vec![
+        (1, Some(DAYS[0])),
+        (2, Some(DAYS[0])),
+        (3, Some(DAYS[1])),
+        (4, Some(DAYS[0])),
+        (5, Some(DAYS[2])),
+        (6, Some(DAYS[2])),
+    ];
+    let completion = w
+        .append_batch(id_dt_batch(&table, &rows))
+        .await
+        .expect("append batch");
+    let ack = tokio::time::timeout(STEP, completion)
+        .await
+        .expect("ack in time")
+        .expect("ack");
+    assert_eq!(ack.records, 6);
+    assert!(ack.partition_id.is_some());
+    tokio::time::timeout(STEP, w.flush())
+        .await
+        .expect("flush in time")
+        .expect("flush");
+
+    let partitions = s
+        .client
+        .admin()
+        .list_partitions(&table.path, None)
+        .await
+        .expect("list");
+    let mut names: Vec<&str> = partitions.iter().map(|p| p.name.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, &DAYS[..3], "each day's partition created once");
+    for p in &partitions {
+        let expected: Vec<(i64, String)> = rows
+            .iter()
+            .filter(|(_, dt)| *dt == Some(p.name.as_str()))
+            .map(|(id, dt)| (*id, dt.unwrap_or_default().to_owned()))
+            .collect();
+        let mut got = read_partition(&s.client, &table, p.partition_id, expected.len()).await;
+        got.sort_unstable();
+        assert_eq!(got, expected, "partition {}", p.name);
+    }
+}
+
+#[tokio::test]
+async fn a_record_batch_with_a_null_partition_value_is_refused_whole() {
+    let s = start().await;
+    let table = create_table(&s.client, "null_key").await;
+    let mut w = s
+        .client
+        .append_writer(&table.path, WriterConfig::default())
+        .await
+        .expect("writer");
+    let batch = id_dt_batch(&table, &[(1, Some(DAYS[0])), (2, None)]);
+    let error = w
+        .append_batch(batch)
+        .await
+        .err()
+        .expect("a NULL partition value is refused");
+    assert!(error.to_string().contains("`dt` has NULL"), "{error}");
+    tokio::time::timeout(STEP, w.flush())
+        .await
+        .expect("flush in time")
+        .expect("flush");
+    let listed = s
+        .client
+        .admin()
+        .list_partitions(&table.path, None)
+        .await
+        .expect("list");
+    assert!(listed.is_empty(), "nothing created: {listed:?}");
+    assert_eq!(w.stats().batches, 0, "nothing written");
 }

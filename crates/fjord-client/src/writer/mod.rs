@@ -31,6 +31,7 @@ pub mod config;
 pub mod encode;
 pub mod idempotence;
 pub mod memory;
+mod partitioned_batch;
 pub mod sender;
 
 use std::future::Future;
@@ -246,6 +247,9 @@ impl Shared {
 struct Partitions {
     view: PartitionView,
     router: Arc<PartitionRouter>,
+    /// Where the partition keys sit in the table's rows (for splitting a
+    /// whole RecordBatch by partition).
+    key_positions: partitioned_batch::KeyPositions,
 }
 
 /// Appends rows or Arrow record batches to one log table. Create with
@@ -292,9 +296,14 @@ impl AppendWriter {
             let router =
                 PartitionRouter::for_client(client, &table, config.dynamic_create_partition)
                     .await?;
+            let columns = table.descriptor.schema().columns();
             Some(Partitions {
                 view: router.view(),
                 router,
+                key_positions: partitioned_batch::KeyPositions::new(
+                    columns.iter().map(|c| c.name.as_str()),
+                    table.partition_keys(),
+                )?,
             })
         } else {
             None
@@ -412,8 +421,9 @@ impl AppendWriter {
     }
 
     /// Appends a whole RecordBatch of the writer's schema as its own log
-    /// batch (split per bucket for a hash-bucketed table), after any rows
-    /// already buffered for that bucket. Waits only for buffer memory.
+    /// batch (split per partition for a partitioned table — missing
+    /// partitions are created as for rows — and per bucket for a
+    /// hash-bucketed table), after any rows already buffered for that bucket. Waits only for buffer memory.
     /// The returned completion resolves when the server acknowledged it.
     pub async fn append_batch(&mut self, batch: RecordBatch) -> Result<BatchCompletion> {
         if self.deficit.is_some() {
@@ -430,12 +440,6 @@ impl AppendWriter {
                 self.arrow_schema.fields()
             )));
         }
-        if self.partitions.is_some() {
-            return Err(ClientError::Invalid(format!(
-                "{} is partitioned: append rows (each is routed to its partition), not whole RecordBatches",
-                self.table.path
-            )));
-        }
         let records = i32::try_from(batch.num_rows()).map_err(|_| {
             ClientError::Invalid(format!("a batch of {} rows is too large", batch.num_rows()))
         })?;
@@ -447,18 +451,47 @@ impl AppendWriter {
         if records == 0 {
             return Ok(completion);
         }
+        let by_partition: Vec<(Option<i64>, RecordBatch)> = match &mut self.partitions {
+            None => vec![(None, batch)],
+            Some(p) => partitioned_batch::split_by_partition(&batch, &p.key_positions, &mut p.view)
+                .await?
+                .into_iter()
+                .map(|(id, part)| (Some(id), part))
+                .collect(),
+        };
+        for (partition, batch) in by_partition {
+            self.append_partition_batch(partition, batch, &mut completion)
+                .await?;
+        }
+        Ok(completion)
+    }
+
+    /// Hands the rows of one partition (or of the whole non-partitioned
+    /// table) on as log batches, one per bucket they go to.
+    async fn append_partition_batch(
+        &mut self,
+        partition: Option<i64>,
+        batch: RecordBatch,
+        completion: &mut BatchCompletion,
+    ) -> Result<()> {
         let buckets = self.shared.lock().assigner().assign_batch(&batch)?;
         let parts: Vec<(i32, RecordBatch)> = match buckets {
             BatchBuckets::Single(bucket) => vec![(bucket, batch)],
             BatchBuckets::PerRow(per_row) => split_by_bucket(&batch, &per_row)?,
         };
         for (bucket, part) in parts {
-            let reserved_bytes = part.get_array_memory_size();
+            let reserved_bytes = match partition {
+                None => part.get_array_memory_size(),
+                // A partition's rows are often a slice of the caller's
+                // batch: count its share, not the whole batch once per
+                // partition.
+                Some(_) => sliced_bytes(&part),
+            };
             self.shared.pool.reserve(reserved_bytes).await?;
             let (tx, rx) = oneshot::channel();
             completion.parts.push(rx);
             let sealed = SealedBatch {
-                key: (None, bucket),
+                key: (partition, bucket),
                 batch: part,
                 estimated_bytes: 0,
                 reserved_bytes,
@@ -466,7 +499,7 @@ impl AppendWriter {
             };
             self.shared.lock().send_whole(sealed)?;
         }
-        Ok(completion)
+        Ok(())
     }
 
     /// Seals every open batch and waits until every row and batch appended
@@ -541,6 +574,20 @@ async fn linger(shared: Weak<Shared>, timeout: std::time::Duration) {
             }
         };
     }
+}
+
+/// Bytes of the buffer ranges `batch`'s columns use (a slice's share of
+/// its parent's buffers).
+fn sliced_bytes(batch: &RecordBatch) -> usize {
+    batch
+        .columns()
+        .iter()
+        .map(|c| {
+            c.to_data()
+                .get_slice_memory_size()
+                .unwrap_or_else(|_| c.get_array_memory_size())
+        })
+        .sum()
 }
 
 /// Splits `batch` into one batch per bucket, rows kept in order.
