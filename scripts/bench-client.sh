@@ -9,6 +9,9 @@
 #
 # Environment: ROUNDS (5), ROWS (5000000, user_behavior), LONG_ROWS
 # (50000000, the one-BIGINT schema), SCAN (1: also time the scanners),
+# PARTS (1: also the issue-5 pair, `--partitioned` against `--day-column`,
+# ZSTD rows), DATA_DIR (the server's data directory; default a temp dir on
+# the disk — /dev/shm/... takes the disk out of the end-to-end figures),
 # CARGO_TARGET_DIR (target), OUT (the JSON lines; default a temp file).
 # Builds release once; the server is `fjord server` on a temp data dir, a
 # separate process, so no client figure includes its CPU.
@@ -19,9 +22,11 @@ ROUNDS=${ROUNDS:-5}
 ROWS=${ROWS:-5000000}
 LONG_ROWS=${LONG_ROWS:-50000000}
 SCAN=${SCAN:-1}
+PARTS=${PARTS:-1}
 TARGET=${CARGO_TARGET_DIR:-target}
 WORK=$(mktemp -d -t fjord-bench-client.XXXXXX)
 OUT=${OUT:-$WORK/results.jsonl}
+DATA_DIR=${DATA_DIR:-$WORK/data}
 
 cargo build --release -p fjord --bin fjord --example fluss_rs_bench
 # Copies, so a rebuild by someone else mid-run cannot change what is measured.
@@ -36,11 +41,11 @@ cleanup() {
         kill -TERM "$SERVER_PID" 2>/dev/null || true
         wait "$SERVER_PID" 2>/dev/null || true
     fi
-    rm -rf "$WORK/data" "$FJORD" "$FLUSS_RS"
+    rm -rf "$DATA_DIR" "$FJORD" "$FLUSS_RS"
 }
 trap cleanup EXIT
 
-RUST_LOG=warn,fjord=info "$FJORD" server --listen 127.0.0.1:0 --data-dir "$WORK/data" \
+RUST_LOG=warn,fjord=info "$FJORD" server --listen 127.0.0.1:0 --data-dir "$DATA_DIR" \
     2>"$WORK/server.log" &
 SERVER_PID=$!
 ADDR=
@@ -51,7 +56,7 @@ for _ in $(seq 600); do
     sleep 0.1
 done
 [[ -n $ADDR ]] || { echo "server not ready; log in $WORK/server.log" >&2; exit 1; }
-echo "server $ADDR (pid $SERVER_PID); results in $OUT" >&2
+echo "server $ADDR (pid $SERVER_PID, data in $DATA_DIR); results in $OUT" >&2
 echo "machine: $(nproc) cores, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)" >&2
 
 run() {
@@ -59,6 +64,13 @@ run() {
     "$@" | tee -a "$OUT"
 }
 native() { run "$FJORD" bench write --bootstrap "$ADDR" "$@"; }
+# Tags a run's JSON line (runs of one key, e.g. partitioned vs day-column).
+tagged() {
+    local tag=$1
+    shift
+    echo "+ $* [$tag]" >&2
+    "$@" | sed "s/^{/{\"tag\":\"$tag\",/" | tee -a "$OUT"
+}
 fluss_rs() { run "$FLUSS_RS" --bootstrap "$ADDR" "$@"; }
 floor() { run "$FJORD" bench compress-floor "$@"; }
 
@@ -76,6 +88,11 @@ for round in $(seq "$ROUNDS"); do
         native --rows "$ROWS" --compression "$compression" --input arrow
         floor --rows "$ROWS" --compression "$compression"
     done
+    if [[ $PARTS == 1 ]]; then
+        for tag in $( (( round % 2 )) && echo "partitioned day-column" || echo "day-column partitioned"); do
+            tagged "$tag" "$FJORD" bench write --bootstrap "$ADDR" --rows "$ROWS" --compression zstd "--$tag"
+        done
+    fi
     native --rows "$LONG_ROWS" --schema long --compression none --input arrow
     native --rows "$LONG_ROWS" --schema long --compression none --input rows
     if [[ $SCAN == 1 ]]; then
@@ -89,10 +106,12 @@ import json, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 groups = {}
 for r in runs:
-    key = (r["op"], r["schema"], r["compression"], r["client"], r["input"])
+    tag = r.get("tag")
+    key = (r["op"], r["schema"], r["compression"], r["client"],
+           r["input"] + ("/" + tag if tag else ""))
     groups.setdefault(key, []).append(r)
 med = {}
-print(f"{'op':6} {'schema':13} {'comp':5} {'client':13} {'input':5} {'n':>2} "
+print(f"{'op':6} {'schema':13} {'comp':5} {'client':13} {'input':16} {'n':>2} "
       f"{'records/s':>12} {'MB/s':>8} {'cpu ns/rec':>10}  (min..max cpu)")
 for key in sorted(groups):
     rs = groups[key]
@@ -100,7 +119,7 @@ for key in sorted(groups):
     rate = statistics.median(r["records_per_s"] for r in rs)
     mbs = statistics.median(r["mb_per_s"] for r in rs)
     med[key] = (statistics.median(cpu), rate)
-    print(f"{key[0]:6} {key[1]:13} {key[2]:5} {key[3]:13} {key[4]:5} {len(rs):2} "
+    print(f"{key[0]:6} {key[1]:13} {key[2]:5} {key[3]:13} {key[4]:16} {len(rs):2} "
           f"{rate:12.0f} {mbs:8.1f} {med[key][0]:10.1f}  ({min(cpu):.1f}..{max(cpu):.1f})")
 def cpu(*key):
     return med.get(key, (None, None))[0]
@@ -120,6 +139,9 @@ for comp in ("none", "zstd"):
     if comp == "zstd":
         ratio("zstd: fjord rows / compression floor, CPU per record", f, fl, "<= 1.25")
         ratio("zstd: fjord arrow / compression floor, CPU per record", fa, fl, "-")
+ratio("zstd: partitioned / day-column (unpartitioned, same rows), CPU per record",
+      cpu("write", "user_behavior", "zstd", "fjord", "rows/partitioned"),
+      cpu("write", "user_behavior", "zstd", "fjord", "rows/day-column"), "<= 1.15")
 for inp in ("arrow", "rows"):
     m = med.get(("write", "long", "none", "fjord", inp))
     if m:
