@@ -8,8 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow_array::{Array, Int64Array, StringArray};
+use fjord_client::admin::PartitionInfo;
 use fjord_client::row::Datum;
-use fjord_client::{FlussClient, LogScanner, ScannerConfig, TableInfo, TablePath, WriterConfig};
+use fjord_client::{
+    AppendWriter, FlussClient, LogScanner, ScannerConfig, TableInfo, TablePath, WriterConfig,
+};
 use fjord_format::schema::{DatabaseDescriptor, Schema, TableDescriptor, TableDistribution};
 use fjord_format::types::DataType;
 use fjord_proto::ErrorCode;
@@ -28,6 +31,25 @@ const DAYS: [&str; 5] = ["20261201", "20261202", "20261203", "20261204", "202612
 struct Running {
     client: FlussClient,
     _server: support::TestServer,
+}
+
+impl Running {
+    /// Every partition of `table`, as the server lists them.
+    async fn partitions(&self, table: &TableInfo) -> Vec<PartitionInfo> {
+        self.client
+            .admin()
+            .list_partitions(&table.path, None)
+            .await
+            .expect("list")
+    }
+}
+
+/// Flushes `w`, failing the test if that takes longer than [`STEP`].
+async fn flush_in_time(w: &mut AppendWriter) {
+    tokio::time::timeout(STEP, w.flush())
+        .await
+        .expect("flush in time")
+        .expect("flush");
 }
 
 async fn start() -> Running {
@@ -144,22 +166,14 @@ async fn racing_writers_create_each_partition_once_and_rows_stay_in_their_partit
                     .await
                     .expect("append");
             }
-            tokio::time::timeout(STEP, w.flush())
-                .await
-                .expect("flush in time")
-                .expect("flush");
+            flush_in_time(&mut w).await;
         }));
     }
     for task in tasks {
         task.await.expect("writer task");
     }
 
-    let partitions = s
-        .client
-        .admin()
-        .list_partitions(&table.path, None)
-        .await
-        .expect("list");
+    let partitions = s.partitions(&table).await;
     let mut names: Vec<&str> = partitions.iter().map(|p| p.name.as_str()).collect();
     names.sort_unstable();
     assert_eq!(names, DAYS, "exactly one partition per day");
@@ -203,12 +217,7 @@ async fn writer_without_dynamic_creation_refuses_a_row_for_a_missing_partition()
         "{error}"
     );
     assert!(error.to_string().contains("20261130"), "{error}");
-    let listed = s
-        .client
-        .admin()
-        .list_partitions(&table.path, None)
-        .await
-        .expect("list");
+    let listed = s.partitions(&table).await;
     assert!(listed.is_empty(), "nothing created: {listed:?}");
 }
 
@@ -249,17 +258,9 @@ async fn a_record_batch_spanning_partitions_lands_row_by_row_in_its_own_partitio
         .expect("ack");
     assert_eq!(ack.records, 6);
     assert!(ack.partition_id.is_some());
-    tokio::time::timeout(STEP, w.flush())
-        .await
-        .expect("flush in time")
-        .expect("flush");
+    flush_in_time(&mut w).await;
 
-    let partitions = s
-        .client
-        .admin()
-        .list_partitions(&table.path, None)
-        .await
-        .expect("list");
+    let partitions = s.partitions(&table).await;
     let mut names: Vec<&str> = partitions.iter().map(|p| p.name.as_str()).collect();
     names.sort_unstable();
     assert_eq!(names, &DAYS[..3], "each day's partition created once");
@@ -291,16 +292,8 @@ async fn a_record_batch_with_a_null_partition_value_is_refused_whole() {
         .err()
         .expect("a NULL partition value is refused");
     assert!(error.to_string().contains("`dt` has NULL"), "{error}");
-    tokio::time::timeout(STEP, w.flush())
-        .await
-        .expect("flush in time")
-        .expect("flush");
-    let listed = s
-        .client
-        .admin()
-        .list_partitions(&table.path, None)
-        .await
-        .expect("list");
+    flush_in_time(&mut w).await;
+    let listed = s.partitions(&table).await;
     assert!(listed.is_empty(), "nothing created: {listed:?}");
     assert_eq!(w.stats().batches, 0, "nothing written");
 }
