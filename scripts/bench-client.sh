@@ -10,7 +10,7 @@
 # Environment: ROUNDS (5), ROWS (5000000, user_behavior), LONG_ROWS
 # (50000000, the one-BIGINT schema), SCAN (1: also time the scanners),
 # PARTS (1: also the issue-5 pair, `--partitioned` against `--day-column`,
-# ZSTD rows), DATA_DIR (the server's data directory; default a temp dir on
+# rows, NONE and ZSTD), DATA_DIR (the server's data directory; default a temp dir on
 # the disk — /dev/shm/... takes the disk out of the end-to-end figures),
 # CARGO_TARGET_DIR (target), OUT (the JSON lines; default a temp file).
 # Builds release once; the server is `fjord server` on a temp data dir, a
@@ -89,8 +89,11 @@ for round in $(seq "$ROUNDS"); do
         floor --rows "$ROWS" --compression "$compression"
     done
     if [[ $PARTS == 1 ]]; then
-        for tag in $( (( round % 2 )) && echo "partitioned day-column" || echo "day-column partitioned"); do
-            tagged "$tag" "$FJORD" bench write --bootstrap "$ADDR" --rows "$ROWS" --compression zstd "--$tag"
+        for compression in none zstd; do
+            for tag in $( (( round % 2 )) && echo "partitioned day-column" || echo "day-column partitioned"); do
+                tagged "$tag" "$FJORD" bench write --bootstrap "$ADDR" --rows "$ROWS" \
+                    --compression "$compression" "--$tag"
+            done
         done
     fi
     native --rows "$LONG_ROWS" --schema long --compression none --input arrow
@@ -139,9 +142,10 @@ for comp in ("none", "zstd"):
     if comp == "zstd":
         ratio("zstd: fjord rows / compression floor, CPU per record", f, fl, "<= 1.25")
         ratio("zstd: fjord arrow / compression floor, CPU per record", fa, fl, "-")
-ratio("zstd: partitioned / day-column (unpartitioned, same rows), CPU per record",
-      cpu("write", "user_behavior", "zstd", "fjord", "rows/partitioned"),
-      cpu("write", "user_behavior", "zstd", "fjord", "rows/day-column"), "<= 1.15")
+for comp in ("none", "zstd"):
+    ratio(f"{comp}: partitioned / day-column (unpartitioned, same rows), CPU per record",
+          cpu("write", "user_behavior", comp, "fjord", "rows/partitioned"),
+          cpu("write", "user_behavior", comp, "fjord", "rows/day-column"), "<= 1.15")
 for inp in ("arrow", "rows"):
     m = med.get(("write", "long", "none", "fjord", inp))
     if m:
