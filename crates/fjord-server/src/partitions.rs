@@ -110,13 +110,16 @@ pub fn auto_partition(node: &Node, table: &TableInfo, now: Timestamp) {
     }
 }
 
-/// One auto-partition check of every auto-partitioned table at the node's
-/// clock's now. Blocking (metadata writes, tablet creation).
+/// The scheduled auto-partition check of every auto-partitioned table at
+/// the node's clock's now (a DAY table's at its delayed instant, see
+/// [`crate::meta::auto_partition::day_check_delay_minutes`]). Blocking
+/// (metadata writes, tablet creation).
 pub fn auto_partition_all(node: &Node) {
     let now = node.clock.now();
     for table in node.catalog.all_tables() {
-        if table.auto_partition.is_some() {
-            auto_partition(node, &table, now);
+        if let Some(strategy) = &table.auto_partition {
+            let at = strategy.scheduled_instant(table.table_id, now);
+            auto_partition(node, &table, at);
         }
     }
 }

@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use fjord_proto::messages as pb;
 use fjord_proto::{ErrorCode, Request, Response};
-use fjord_server::meta::auto_partition::Clock;
+use fjord_server::meta::auto_partition::{day_check_delay_minutes, Clock};
+use fjord_server::partitions::auto_partition_all;
 use fjord_server::{Options, ServerConfig};
 use support::*;
 
@@ -588,6 +589,54 @@ async fn periodic_check_precreates_the_next_hours_and_drops_expired_ones_with_th
         Err(ErrorCode::PartitionNotExists.code())
     );
     assert!(!first_dir.exists(), "expired partition's data is deleted");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_day_tables_scheduled_checks_lag_by_its_delay_and_its_creation_check_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    // 23:59: whatever the table's delay (< 23 h), a scheduled check now plans
+    // for the same day as the check at creation, so the start-up check
+    // (which may run before or after the table exists) changes nothing.
+    let clock = Arc::new(SteppedClock(std::sync::Mutex::new(
+        "2024-11-11T23:59:00Z".parse().unwrap(),
+    )));
+    let server = TestServer::start_with_clock(
+        ServerConfig::with_data_dir(dir.path().to_owned()),
+        Arc::clone(&clock) as Arc<dyn Clock>,
+    )
+    .await;
+    let mut c = server.client().await;
+    let json = PARTITIONED_JSON.replace(
+        r#""properties":{}"#,
+        r#""properties":{"table.auto-partition.enabled":"true","table.auto-partition.time-unit":"DAY","table.auto-partition.num-precreate":"2","table.auto-partition.num-retention":"1","table.auto-partition.time-zone":"UTC"}"#,
+    );
+    let table_id = create_table(&mut c, "daily", &json).await.unwrap();
+    wait_for_partitions(&mut c, "daily", &["20241111", "20241112"]).await;
+    let delay = day_check_delay_minutes(table_id);
+    assert!(
+        delay > 0,
+        "table {table_id} has no delay: pick another start"
+    );
+    let midnight: jiff::Timestamp = "2024-11-12T00:00:00Z".parse().unwrap();
+    let at = |minutes: i64| midnight + jiff::SignedDuration::from_mins(minutes);
+
+    // A minute before the table's delayed midnight: the schedule still
+    // says 11 November, so 20241113 is not pre-created yet.
+    *clock.0.lock().unwrap() = at(delay - 1);
+    let node = Arc::clone(&server.node);
+    tokio::task::spawn_blocking(move || auto_partition_all(&node))
+        .await
+        .unwrap();
+    wait_for_partitions(&mut c, "daily", &["20241111", "20241112"]).await;
+
+    // A minute after it: 12 November; retention 1 keeps 20241111.
+    *clock.0.lock().unwrap() = at(delay + 1);
+    let node = Arc::clone(&server.node);
+    tokio::task::spawn_blocking(move || auto_partition_all(&node))
+        .await
+        .unwrap();
+    wait_for_partitions(&mut c, "daily", &["20241111", "20241112", "20241113"]).await;
     server.stop().await;
 }
 

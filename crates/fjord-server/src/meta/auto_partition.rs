@@ -19,7 +19,14 @@
 //!   than the value `num-retention` units before now; older ones are
 //!   dropped; a negative `num-retention` never drops;
 //! - with several partition keys only expiry runs (pre-create must be 0),
-//!   keyed on `table.auto-partition.key`.
+//!   keyed on `table.auto-partition.key`;
+//! - a DAY table's scheduled checks (start-up and periodic, not the one at
+//!   table creation) run as if it were up to 23 hours earlier, a delay fixed
+//!   per table, so the next day's partitions of many tables are not all
+//!   created at midnight. Fluss draws the delay at random when it registers
+//!   the table; Fjord derives it from the table id
+//!   ([`day_check_delay_minutes`]): the same spread, and the same schedule
+//!   after a restart.
 
 use std::collections::BTreeSet;
 
@@ -66,6 +73,25 @@ impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
         Timestamp::now()
     }
+}
+
+/// Bound (exclusive) of a DAY table's check delay in minutes: Fluss's
+/// `60 * 23`, so the delayed check still falls on the same day as the real
+/// one for most of the day and pre-creation (2 partitions by default) keeps
+/// tomorrow's partition ready.
+pub const DAY_CHECK_DELAY_MINUTES_MAX: i64 = 23 * 60;
+
+/// The delay, in minutes in `0..DAY_CHECK_DELAY_MINUTES_MAX`, of the
+/// scheduled checks of the DAY table `table_id`: a fixed mix of the id
+/// (SplitMix64's finalizer), so tables created one after another get
+/// unrelated delays.
+pub fn day_check_delay_minutes(table_id: i64) -> i64 {
+    let mut x = (table_id as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 31;
+    // Lossless: the remainder is below DAY_CHECK_DELAY_MINUTES_MAX.
+    (x % DAY_CHECK_DELAY_MINUTES_MAX as u64) as i64
 }
 
 /// Fluss's `AutoPartitionTimeUnit`.
@@ -329,6 +355,18 @@ impl AutoPartitionStrategy {
         }))
     }
 
+    /// The instant a scheduled check of table `table_id` plans at when the
+    /// clock says `now`: `now` itself, except for DAY tables, whose
+    /// scheduled checks lag by [`day_check_delay_minutes`]. The check at
+    /// table creation uses `now` for every unit.
+    pub fn scheduled_instant(&self, table_id: i64, now: Timestamp) -> Timestamp {
+        if self.time_unit != TimeUnit::Day {
+            return now;
+        }
+        let delay = jiff::SignedDuration::from_mins(day_check_delay_minutes(table_id));
+        now.checked_sub(delay).unwrap_or(now)
+    }
+
     /// The partition time name `offset` units from the one containing `now`
     /// (`None` only if the arithmetic leaves jiff's supported range).
     pub fn partition_time(&self, now: Timestamp, offset: i64) -> Option<String> {
@@ -485,6 +523,39 @@ mod tests {
         assert_eq!(plan.drop, expect_dropped, "{unit} at {now}");
         // Existing partitions are never created again.
         assert!(names(&plan).iter().all(|n| !existing.contains(n)));
+    }
+
+    #[test]
+    fn day_check_delays_are_fixed_per_table_below_23_hours_and_spread() {
+        let delays: Vec<i64> = (0..200).map(day_check_delay_minutes).collect();
+        assert!(delays
+            .iter()
+            .all(|d| (0..DAY_CHECK_DELAY_MINUTES_MAX).contains(d)));
+        assert_eq!(
+            delays,
+            (0..200).map(day_check_delay_minutes).collect::<Vec<_>>()
+        );
+        let distinct: BTreeSet<i64> = delays.iter().copied().collect();
+        assert!(distinct.len() > 150, "{} distinct delays", distinct.len());
+    }
+
+    #[test]
+    fn only_day_tables_plan_their_scheduled_checks_at_a_delayed_instant() {
+        let now = at("2024-11-12T00:30:00Z");
+        let day = single("DAY", 2, 7, "UTC");
+        let table = (0..).find(|&id| day_check_delay_minutes(id) > 30).unwrap();
+        let delayed = day.scheduled_instant(table, now);
+        assert_eq!(
+            now.duration_since(delayed),
+            jiff::SignedDuration::from_mins(day_check_delay_minutes(table))
+        );
+        // Still 11 November for the schedule: no 20241113 yet.
+        let plan = day.plan(delayed, std::iter::empty());
+        assert_eq!(names(&plan), ["20241111", "20241112"]);
+        for unit in ["HOUR", "MONTH", "QUARTER", "YEAR"] {
+            let s = single(unit, 2, 7, "UTC");
+            assert_eq!(s.scheduled_instant(table, now), now, "{unit}");
+        }
     }
 
     #[test]

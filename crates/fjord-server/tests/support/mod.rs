@@ -20,6 +20,10 @@ use tokio::task::JoinHandle;
 /// A running server; `stop` shuts it down cleanly.
 pub struct TestServer {
     pub addr: SocketAddr,
+    /// The server's shared state, for tests that drive its background work
+    /// (e.g. an auto-partition check) directly.
+    #[allow(dead_code)]
+    pub node: std::sync::Arc<fjord_server::node::Node>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }
@@ -49,12 +53,14 @@ impl TestServer {
 
     fn run(server: Server) -> Self {
         let addr = server.local_addr();
+        let node = server.node();
         let (tx, rx) = oneshot::channel();
         let task = tokio::spawn(server.run(async {
             let _ = rx.await;
         }));
         Self {
             addr,
+            node,
             stop: Some(tx),
             task: Some(task),
         }
