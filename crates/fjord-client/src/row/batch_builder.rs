@@ -174,6 +174,9 @@ struct Column {
     /// next `reserve` instead of a fresh allocation (whose pages fault in).
     spare_values: Option<MutableBuffer>,
     spare_offsets: Option<MutableBuffer>,
+    /// Text/bytes of the last finished batch: how much the next one
+    /// reserves.
+    last_var_bytes: usize,
 }
 
 impl Column {
@@ -187,24 +190,40 @@ impl Column {
             nulls: NullBufferBuilder::new(rows),
             spare_values: None,
             spare_offsets: None,
+            last_var_bytes: var_bytes,
         };
-        column.reserve(rows, var_bytes);
+        if column.is_var() {
+            column.offsets.push(0i32);
+        }
+        column.presize(rows, var_bytes);
         column
     }
 
-    /// Makes room for `rows` values (and `var_bytes` of text/bytes), so a
-    /// batch of the previous batch's size appends without reallocating.
-    fn reserve(&mut self, rows: usize, var_bytes: usize) {
-        adopt_spare(&mut self.values, &mut self.spare_values);
-        adopt_spare(&mut self.offsets, &mut self.spare_offsets);
+    /// Grows the buffers, if needed, so `rows` more values (and `var_bytes`
+    /// more text/bytes) append without reallocating.
+    fn presize(&mut self, rows: usize, var_bytes: usize) {
         match self.kind {
             ColumnKind::Boolean => self.bits.reserve(rows),
             ColumnKind::Utf8 | ColumnKind::Binary => {
-                self.offsets.reserve((rows + 1) * 4);
-                self.offsets.push(0i32);
+                self.offsets.reserve(rows * 4);
                 self.values.reserve(var_bytes);
             }
             kind => self.values.reserve(rows * kind.value_bytes()),
+        }
+    }
+
+    /// Writes into the spare buffers from now on, when they are larger than
+    /// the current ones; only called while the column holds no value.
+    fn adopt_spares(&mut self) {
+        let var = self.is_var();
+        if var && self.offsets.len() == std::mem::size_of::<i32>() {
+            // Only the leading 0 offset: put it back below.
+            self.offsets.clear();
+        }
+        adopt_spare(&mut self.values, &mut self.spare_values);
+        adopt_spare(&mut self.offsets, &mut self.spare_offsets);
+        if var && self.offsets.is_empty() {
+            self.offsets.push(0i32);
         }
     }
 
@@ -392,9 +411,9 @@ impl Column {
     }
 
     /// The column's values as an Arrow array of `field`'s type; the buffers
-    /// start over with room for as many rows and bytes.
+    /// start over empty, without capacity (see [`Column::presize`]).
     fn finish(&mut self, field: &Field, rows: usize) -> Result<ArrayRef> {
-        let var_bytes = if self.is_var() { self.values.len() } else { 0 };
+        self.last_var_bytes = if self.is_var() { self.values.len() } else { 0 };
         let nulls = self.nulls.finish();
         let values: Buffer = std::mem::take(&mut self.values).into();
         let offsets: Buffer = std::mem::take(&mut self.offsets).into();
@@ -456,18 +475,21 @@ impl Column {
                 Arc::new(array)
             }
         };
-        self.reserve(rows, var_bytes);
+        if self.is_var() {
+            self.offsets.push(0i32);
+        }
         Ok(array)
     }
 }
 
 /// Puts `spare` in place of `buffer` when `buffer` holds nothing and the
-/// spare is larger (after `finish`, `buffer` is a fresh empty one).
+/// spare is at least as large (a spare's pages are already in memory; an
+/// empty buffer's may not be).
 fn adopt_spare(buffer: &mut MutableBuffer, spare: &mut Option<MutableBuffer>) {
     if buffer.is_empty()
         && spare
             .as_ref()
-            .is_some_and(|s| s.capacity() > buffer.capacity())
+            .is_some_and(|s| s.capacity() >= buffer.capacity())
     {
         if let Some(mut spare) = spare.take() {
             spare.clear();
@@ -542,6 +564,8 @@ pub struct RowBatchBuilder {
     /// Columns with a bitmap (BOOLEAN values, nullable validity): each adds
     /// one bit per row.
     bitmap_columns: usize,
+    /// Rows of the last finished batch: how many the next one reserves.
+    last_rows: usize,
 }
 
 impl RowBatchBuilder {
@@ -573,6 +597,7 @@ impl RowBatchBuilder {
             bytes: 0,
             row_fixed_bytes,
             bitmap_columns,
+            last_rows: INITIAL_ROWS,
         })
     }
 
@@ -661,10 +686,12 @@ impl RowBatchBuilder {
         true
     }
 
-    /// Takes back the buffers of a batch this builder finished, once
-    /// nothing else holds them (e.g. after the encoder is done with it), so
-    /// the next batches reuse memory that is already paged in instead of
-    /// fresh allocations. Buffers still shared elsewhere, and batches of
+    /// Takes back the buffers of a batch this builder (or another builder
+    /// of the same schema) finished, once nothing else holds them (e.g.
+    /// after the encoder is done with it), so the next batches reuse memory
+    /// that is already paged in instead of fresh allocations. An empty
+    /// builder writes into them from its next row on; a filling one from
+    /// its next batch. Buffers still shared elsewhere, and batches of
     /// another schema, are left alone. Returns how many buffers were kept.
     pub fn recycle(&mut self, batch: RecordBatch) -> usize {
         if batch.schema_ref().fields() != self.schema.fields() {
@@ -680,17 +707,49 @@ impl RowBatchBuilder {
             drop(data);
             kept += column.recycle(buffers);
         }
+        if self.rows == 0 {
+            self.columns.iter_mut().for_each(Column::adopt_spares);
+        }
         kept
+    }
+
+    /// Readies an empty builder for its next batch: writes into `recycled`'s
+    /// buffers (see [`RowBatchBuilder::recycle`]) when given, and makes
+    /// room for as many rows and bytes as the last finished batch had, so
+    /// that batch size appends without reallocating. Per batch, not per row.
+    pub fn prepare(&mut self, recycled: Option<RecordBatch>) {
+        if self.rows != 0 {
+            return;
+        }
+        if let Some(batch) = recycled {
+            self.recycle(batch);
+        }
+        let rows = self.last_rows;
+        for column in &mut self.columns {
+            column.adopt_spares();
+            column.presize(rows, column.last_var_bytes);
+        }
     }
 
     /// The rows appended so far as a RecordBatch of the builder's schema;
     /// the builder is empty afterwards, with room for a batch of this size.
     pub fn finish(&mut self) -> Result<RecordBatch> {
+        let batch = self.finish_and_release()?;
+        self.prepare(None);
+        Ok(batch)
+    }
+
+    /// The rows appended so far as a RecordBatch of the builder's schema;
+    /// the builder is empty afterwards and keeps no buffer memory (an idle
+    /// builder holds nothing). Call [`RowBatchBuilder::prepare`] before the
+    /// next batch, or its buffers grow from nothing.
+    pub fn finish_and_release(&mut self) -> Result<RecordBatch> {
         let rows = self.rows;
         let mut arrays = Vec::with_capacity(self.columns.len());
         for (column, field) in self.columns.iter_mut().zip(self.schema.fields()) {
             arrays.push(column.finish(field, rows)?);
         }
+        self.last_rows = rows;
         self.rows = 0;
         self.bytes = 0;
         let options = RecordBatchOptions::new().with_row_count(Some(rows));

@@ -51,6 +51,61 @@ pub(crate) const INITIAL_COMPRESSION_RATIO: f32 = 1.0;
 /// constant values from making the next batches huge.
 const MIN_COMPRESSION_RATIO: f32 = 0.05;
 
+/// Most row batches kept for their buffers after encoding, waiting to be
+/// written into again by whichever bucket opens a batch next: bounds the
+/// memory the writer holds beyond `client.writer.buffer.memory-size` (which
+/// counts open and unacknowledged batches only) to this many batches and
+/// [`RECYCLED_BYTES_MAX`]. Two cover the steady state (one being encoded,
+/// one being filled); the rest absorb bursts of small batches.
+pub(crate) const RECYCLED_BATCHES_MAX: usize = 4;
+
+/// Most bytes of buffers kept for reuse (see [`RECYCLED_BATCHES_MAX`]): a
+/// batch that would take the pool beyond it is dropped instead.
+pub(crate) const RECYCLED_BYTES_MAX: usize = 32 << 20;
+
+/// Row batches the encoder is done with, kept (bounded) so the next batches
+/// write into memory that is already paged in instead of fresh allocations,
+/// whose page faults and zeroing cost ~10 % of the row path. Filled by the
+/// encoder thread and drained by the accumulator, once per batch each.
+#[derive(Default)]
+pub(crate) struct Recycled {
+    batches: std::sync::Mutex<(Vec<RecordBatch>, usize)>,
+}
+
+impl Recycled {
+    /// Keeps `batch` for its buffers if the pool has room; drops it
+    /// otherwise. Only for batches the builders made: the caller holds no
+    /// other reference to them, so their buffers can be written again.
+    pub(crate) fn give(&self, batch: RecordBatch) {
+        let bytes = batch.get_array_memory_size();
+        let mut pool = self.batches.lock().unwrap_or_else(|e| e.into_inner());
+        let (batches, held) = &mut *pool;
+        if batches.len() < RECYCLED_BATCHES_MAX && *held + bytes <= RECYCLED_BYTES_MAX {
+            batches.push(batch);
+            *held += bytes;
+        }
+    }
+
+    /// The most recently encoded batch kept, if any.
+    fn take(&self) -> Option<RecordBatch> {
+        let mut pool = self.batches.lock().unwrap_or_else(|e| e.into_inner());
+        let (batches, held) = &mut *pool;
+        let batch = batches.pop()?;
+        *held = held.saturating_sub(batch.get_array_memory_size());
+        Some(batch)
+    }
+
+    /// Batches kept now.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.batches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .len()
+    }
+}
+
 /// A sealed batch on its way to the encoder.
 pub(crate) struct SealedBatch {
     /// Where it goes.
@@ -200,6 +255,11 @@ impl Accumulator {
                 return Err(e);
             }
         }
+        if was_empty {
+            // Once per batch: write into a recycled batch's buffers, sized
+            // for a batch like this bucket's last one.
+            slot.builder.prepare(shared.recycled.take());
+        }
         slot.builder.append(row)?;
         if was_empty {
             // Once per batch: its age and size rules.
@@ -274,7 +334,9 @@ impl Accumulator {
             return Ok(None);
         }
         let estimated_bytes = slot.builder.estimated_bytes();
-        let batch = slot.builder.finish()?;
+        // The idle builder keeps no memory: its next batch takes a recycled
+        // one's buffers (any bucket's, any partition's) when it opens.
+        let batch = slot.builder.finish_and_release()?;
         let reserved_bytes = std::mem::take(&mut slot.reserved_bytes);
         slot.debt_bytes = 0;
         if let Some(at) = self.open.iter().position(|k| *k == key) {
@@ -475,6 +537,7 @@ mod tests {
             failed: AtomicBool::new(false),
             first_error: Mutex::new(None),
             stats: Counters::default(),
+            recycled: Recycled::default(),
         };
         let (mut acc, rx) = one_bucket_accumulator();
         let row = |id| [Datum::BigInt(id)];
@@ -499,6 +562,92 @@ mod tests {
         // Once flush has taken the failure, rows are accepted again.
         assert!(shared.take_first_error().is_some());
         acc.append_row(None, &row(3), &shared).unwrap();
+    }
+
+    fn idle_shared() -> Shared {
+        let (acc, _unused) = one_bucket_accumulator();
+        Shared {
+            acc: Mutex::new(acc),
+            pool: MemoryPool::new(1 << 24),
+            ratio_bits: AtomicU32::new(INITIAL_COMPRESSION_RATIO.to_bits()),
+            done: AtomicU64::new(0),
+            done_notify: Notify::new(),
+            failed: AtomicBool::new(false),
+            first_error: Mutex::new(None),
+            stats: Counters::default(),
+            recycled: Recycled::default(),
+        }
+    }
+
+    fn ids(batch: &RecordBatch) -> Vec<i64> {
+        use arrow_array::cast::AsArray;
+        batch
+            .column(0)
+            .as_primitive::<arrow_array::types::Int64Type>()
+            .values()
+            .to_vec()
+    }
+
+    /// Appends `ids` to `partition`'s bucket and seals it.
+    fn sealed(
+        acc: &mut Accumulator,
+        rx: &mpsc::Receiver<SealedBatch>,
+        shared: &Shared,
+        partition: Option<i64>,
+        ids: std::ops::Range<i64>,
+    ) -> RecordBatch {
+        for id in ids {
+            acc.append_row(partition, &[Datum::BigInt(id)], shared)
+                .unwrap();
+        }
+        acc.seal_all().unwrap();
+        rx.try_recv().expect("a sealed batch").batch
+    }
+
+    #[test]
+    fn batches_after_recycling_hold_exactly_their_own_rows_in_any_partition() {
+        let shared = idle_shared();
+        let (mut acc, rx) = one_bucket_accumulator();
+        let first = sealed(&mut acc, &rx, &shared, None, 0..1_000);
+        let memory = first.column(0).to_data().buffers()[0].as_ptr();
+        shared.recycled.give(first);
+        assert_eq!(shared.recycled.len(), 1);
+        let second = sealed(&mut acc, &rx, &shared, None, 1_000..1_003);
+        assert_eq!(ids(&second), [1_000, 1_001, 1_002]);
+        assert_eq!(second.column(0).to_data().buffers()[0].as_ptr(), memory);
+        assert_eq!(shared.recycled.len(), 0, "the open batch took it");
+        // A partition's first batch takes what another bucket gave back.
+        shared.recycled.give(second);
+        let third = sealed(&mut acc, &rx, &shared, Some(42), 7..9);
+        assert_eq!(ids(&third), [7, 8]);
+        assert_eq!(third.column(0).to_data().buffers()[0].as_ptr(), memory);
+        // Without a recycled batch the builder starts from fresh memory.
+        let fourth = sealed(&mut acc, &rx, &shared, None, 9..10);
+        assert_eq!(ids(&fourth), [9]);
+    }
+
+    #[test]
+    fn a_refused_row_in_a_recycled_batch_leaves_only_the_accepted_rows() {
+        let shared = idle_shared();
+        let (mut acc, rx) = one_bucket_accumulator();
+        let first = sealed(&mut acc, &rx, &shared, None, 0..100);
+        shared.recycled.give(first);
+        assert!(acc
+            .append_row(None, &[Datum::String("not a bigint")], &shared)
+            .is_err());
+        let next = sealed(&mut acc, &rx, &shared, None, 5..7);
+        assert_eq!(ids(&next), [5, 6]);
+    }
+
+    #[test]
+    fn the_recycling_pool_keeps_at_most_its_bound() {
+        let shared = idle_shared();
+        let (mut acc, rx) = one_bucket_accumulator();
+        let batches: Vec<RecordBatch> = (0..RECYCLED_BATCHES_MAX as i64 + 2)
+            .map(|i| sealed(&mut acc, &rx, &shared, None, i..i + 1))
+            .collect();
+        batches.into_iter().for_each(|b| shared.recycled.give(b));
+        assert_eq!(shared.recycled.len(), RECYCLED_BATCHES_MAX);
     }
 
     #[test]

@@ -117,9 +117,14 @@ fn encode_one(
         return;
     }
     let sequence = sequences.take(key);
-    drop(batch);
     if estimated_bytes > 0 {
         shared.learn_ratio(out.len() as f32 / estimated_bytes as f32);
+        // Built from rows by the accumulator: nothing else holds its
+        // buffers, so the next batches can write into them.
+        shared.recycled.give(batch);
+    } else {
+        // The caller's RecordBatch: its buffers are the caller's.
+        drop(batch);
     }
     // The Arrow batch is gone; the buffer now holds only the encoded bytes.
     if out.len() < reserved_bytes {

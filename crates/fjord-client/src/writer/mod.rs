@@ -154,6 +154,8 @@ pub(crate) struct Shared {
     failed: AtomicBool,
     first_error: Mutex<Option<ClientError>>,
     pub(crate) stats: Counters,
+    /// Encoded row batches whose buffers the next batches write into.
+    pub(crate) recycled: accumulator::Recycled,
 }
 
 impl Shared {
@@ -338,6 +340,7 @@ impl AppendWriter {
             failed: AtomicBool::new(false),
             first_error: Mutex::new(None),
             stats: Counters::default(),
+            recycled: accumulator::Recycled::default(),
         });
         encode::spawn(
             encoder,

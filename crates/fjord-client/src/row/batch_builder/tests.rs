@@ -495,6 +495,110 @@ fn memory_stays_sized_for_the_last_batch_until_released() {
     assert_eq!(batch.column(1).as_string::<i32>().value(0), "after");
 }
 
+/// Appends `n` rows `(base + i, "s<i>")` and finishes them, releasing the
+/// builder's memory as the writer does.
+fn released_batch(builder: &mut RowBatchBuilder, base: i64, n: i64) -> RecordBatch {
+    for i in 0..n {
+        let text = format!("s{i}");
+        builder
+            .append(&[Datum::BigInt(base + i), Datum::String(&text)][..])
+            .unwrap();
+    }
+    builder.finish_and_release().unwrap()
+}
+
+fn ids_and_texts(batch: &RecordBatch) -> Vec<(i64, String)> {
+    let ids = batch.column(0).as_primitive::<Int64Type>();
+    let texts = batch.column(1).as_string::<i32>();
+    (0..batch.num_rows())
+        .map(|i| (ids.value(i), texts.value(i).to_owned()))
+        .collect()
+}
+
+#[test]
+fn a_released_builder_keeps_no_memory_and_prepare_sizes_it_for_the_last_batch() {
+    let mut builder = builder(&[("id", DataType::bigint()), ("s", DataType::string())]);
+    let batch = released_batch(&mut builder, 0, 10_000);
+    assert_eq!(batch.num_rows(), 10_000);
+    assert!(
+        builder.allocated_bytes() < 1_024,
+        "{}",
+        builder.allocated_bytes()
+    );
+    builder.prepare(None);
+    // Ids (8 bytes), offsets (4) and at least 2 bytes of text per row.
+    assert!(builder.allocated_bytes() >= 10_000 * (8 + 4 + 2));
+    let next = released_batch(&mut builder, 100, 2);
+    assert_eq!(
+        ids_and_texts(&next),
+        vec![(100, "s0".to_owned()), (101, "s1".to_owned())]
+    );
+}
+
+#[test]
+fn a_batch_written_into_recycled_buffers_holds_exactly_its_own_rows() {
+    let mut builder = builder(&[("id", DataType::bigint()), ("s", DataType::string())]);
+    let first = released_batch(&mut builder, 0, 1_000);
+    let ids = first.column(0).to_data().buffers()[0].as_ptr();
+    let text = first.column(1).to_data().buffers()[1].as_ptr();
+    builder.prepare(Some(first));
+    let second = released_batch(&mut builder, 5_000, 3);
+    // The memory is the first batch's, the rows only the second's.
+    assert_eq!(second.column(0).to_data().buffers()[0].as_ptr(), ids);
+    assert_eq!(second.column(1).to_data().buffers()[1].as_ptr(), text);
+    assert_eq!(
+        ids_and_texts(&second),
+        vec![
+            (5_000, "s0".to_owned()),
+            (5_001, "s1".to_owned()),
+            (5_002, "s2".to_owned())
+        ]
+    );
+}
+
+#[test]
+fn a_recycled_builder_after_a_failed_row_holds_only_the_rows_that_went_in() {
+    let mut builder = builder(&[("id", DataType::bigint()), ("s", DataType::string())]);
+    let first = released_batch(&mut builder, 0, 1_000);
+    builder.prepare(Some(first));
+    builder
+        .append(&[Datum::BigInt(7), Datum::String("kept")][..])
+        .unwrap();
+    // Fails at the second column, after the first took its value.
+    assert!(builder
+        .append(&[Datum::BigInt(8), Datum::Int(1)][..])
+        .is_err());
+    builder
+        .append(&[Datum::BigInt(9), Datum::String("too")][..])
+        .unwrap();
+    let batch = builder.finish_and_release().unwrap();
+    assert_eq!(
+        ids_and_texts(&batch),
+        vec![(7, "kept".to_owned()), (9, "too".to_owned())]
+    );
+    // A failed first row leaves the prepared builder empty and usable.
+    builder.prepare(Some(batch));
+    assert!(builder.append(&[Datum::Null, Datum::Int(1)][..]).is_err());
+    assert!(builder.is_empty());
+    let after = released_batch(&mut builder, 20, 1);
+    assert_eq!(ids_and_texts(&after), vec![(20, "s0".to_owned())]);
+}
+
+#[test]
+fn a_batch_still_held_elsewhere_lends_nothing() {
+    let mut builder = builder(&[("id", DataType::bigint()), ("s", DataType::string())]);
+    let first = released_batch(&mut builder, 0, 1_000);
+    let held = first.clone();
+    builder.prepare(Some(first));
+    let second = released_batch(&mut builder, 1_000, 1);
+    assert_ne!(
+        second.column(0).to_data().buffers()[0].as_ptr(),
+        held.column(0).to_data().buffers()[0].as_ptr()
+    );
+    // The holder's rows are untouched.
+    assert_eq!(ids_and_texts(&held)[999], (999, "s999".to_owned()));
+}
+
 mod properties {
     use proptest::prelude::*;
 
