@@ -83,7 +83,8 @@ struct WriteArgs {
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
     /// Partition the table by day over 30 days (a STRING `dt` column; the
-    /// rows are a time-ordered replay, each day contiguous); rows input only.
+    /// rows are a time-ordered replay, each day contiguous); rows or Arrow
+    /// batches (split by partition by the writer).
     #[arg(long)]
     partitioned: bool,
     /// The same rows as `--partitioned` (with the `dt` column) into an

@@ -51,7 +51,7 @@ pub struct WriteRun {
     pub batch_rows: usize,
     /// Row API or Arrow batches.
     pub input: Input,
-    /// Partition the table by day ([`PARTITION_DAYS`] days); rows only.
+    /// Partition the table by day ([`PARTITION_DAYS`] days).
     pub partitioned: bool,
     /// Write the partitioned workload's rows (with their `dt` column) to an
     /// unpartitioned table: the baseline `partitioned` is compared with.
@@ -70,8 +70,8 @@ pub async fn run(run: &WriteRun) -> anyhow::Result<Report> {
             .map(|(k, v)| (k.as_str(), v.as_str())),
     )?;
     let with_days = run.partitioned || run.day_column;
-    if with_days && (run.input != Input::Rows || run.schema != SchemaKind::UserBehavior) {
-        bail!("--partitioned and --day-column write user_behavior rows: use them with --input rows --schema user-behavior");
+    if with_days && run.schema != SchemaKind::UserBehavior {
+        bail!("--partitioned and --day-column write the user_behavior workload: use them with --schema user-behavior");
     }
     let table = BenchTable::create(
         &run.bootstrap,
@@ -82,7 +82,12 @@ pub async fn run(run: &WriteRun) -> anyhow::Result<Report> {
     )
     .await?;
     let generating = Stopwatch::start();
-    let workload = generate(run.schema, run.rows, run.batch_rows);
+    let mut workload = generate(run.schema, run.rows, run.batch_rows);
+    if with_days && run.input == Input::Arrow {
+        let schema = fjord_format::arrow_schema::to_arrow_schema(&run.schema.table_schema(true));
+        workload.batches =
+            with_day_column(&workload.batches, workload.rows, &partition_days(), schema)?;
+    }
     let (_, generate_cpu) = generating.stop();
 
     let mut writer = table.client.append_writer(&table.info.path, config).await?;
@@ -185,6 +190,29 @@ impl<'a> UserBehaviorColumns<'a> {
             Datum::Timestamp(Timestamp::from_millis(self.ts[i])),
         ]
     }
+}
+
+/// The batches with each row's day appended as the last column (the
+/// partition key of `--partitioned`), as `schema` (the six-column table's),
+/// built before the timed phase.
+fn with_day_column(
+    batches: &[RecordBatch],
+    rows: usize,
+    days: &[String],
+    schema: arrow_schema::SchemaRef,
+) -> anyhow::Result<Vec<RecordBatch>> {
+    let mut first_row = 0;
+    let mut out = Vec::with_capacity(batches.len());
+    for batch in batches {
+        let dt: arrow_array::StringArray = (first_row..first_row + batch.num_rows())
+            .map(|i| Some(days[day_of(i, rows)].as_str()))
+            .collect();
+        let mut columns = batch.columns().to_vec();
+        columns.push(std::sync::Arc::new(dt));
+        out.push(RecordBatch::try_new(schema.clone(), columns)?);
+        first_row += batch.num_rows();
+    }
+    Ok(out)
 }
 
 /// Appends every row of `batch` through the row API.
