@@ -394,6 +394,8 @@ impl PartitionRouter {
             map: self.cache.current(),
             generation,
             name: String::new(),
+            last: None,
+            last_name: String::new(),
         }
     }
 
@@ -550,6 +552,11 @@ pub struct PartitionView {
     map: Arc<PartitionMap>,
     generation: u64,
     name: String,
+    /// The partition the previous lookup found and its name: rows usually
+    /// come in long runs of one partition (time-ordered data), so a row
+    /// whose name equals it skips the hash. Cleared with each new snapshot.
+    last: Option<i64>,
+    last_name: String,
 }
 
 impl PartitionView {
@@ -562,8 +569,19 @@ impl PartitionView {
             self.resync(generation);
         }
         let name = self.router.keys.name(row, &mut self.name)?;
+        if let Some(id) = self.last {
+            if name == self.last_name {
+                return Ok(PartitionLookup::Known(id));
+            }
+        }
         Ok(match self.map.get(name) {
-            Some(&id) => PartitionLookup::Known(id),
+            Some(&id) => {
+                // Once per run of rows of one partition.
+                self.last = Some(id);
+                self.last_name.clear();
+                self.last_name.push_str(name);
+                PartitionLookup::Known(id)
+            }
             None => PartitionLookup::Missing,
         })
     }
@@ -572,6 +590,8 @@ impl PartitionView {
     fn resync(&mut self, generation: u64) {
         self.map = self.router.cache.current();
         self.generation = generation;
+        // The new snapshot may have dropped (or re-created) that partition.
+        self.last = None;
     }
 
     /// The shared router, for [`PartitionRouter::ensure`] on a miss.

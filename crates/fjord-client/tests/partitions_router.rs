@@ -254,6 +254,33 @@ async fn partition_limit_surfaces_the_server_error_and_is_retried_next_time() {
 }
 
 #[tokio::test]
+async fn a_view_routes_alternating_runs_of_partitions_each_to_its_own_id() {
+    let s = start().await;
+    let table = create_table(&s.admin, "alternating").await;
+    let router = PartitionRouter::new(s.admin.clone(), &table, true)
+        .await
+        .expect("router");
+    let a = router.ensure(&row("20261129")[..]).await.expect("create a");
+    let b = router.ensure(&row("20261130")[..]).await.expect("create b");
+    assert_ne!(a, b);
+    let mut view = router.view();
+    // Runs, switches back and forth, and a miss in between: the remembered
+    // partition of the previous row never answers for another name.
+    for (dt, expected) in [
+        ("20261129", PartitionLookup::Known(a)),
+        ("20261129", PartitionLookup::Known(a)),
+        ("20261130", PartitionLookup::Known(b)),
+        ("20261129", PartitionLookup::Known(a)),
+        ("20261201", PartitionLookup::Missing),
+        ("20261130", PartitionLookup::Known(b)),
+        ("20261130", PartitionLookup::Known(b)),
+        ("2026113", PartitionLookup::Missing),
+    ] {
+        assert_eq!(view.lookup(&row(dt)[..]).expect("lookup"), expected, "{dt}");
+    }
+}
+
+#[tokio::test]
 async fn refresh_forgets_a_dropped_partition() {
     let s = start().await;
     let table = create_table(&s.admin, "dropped").await;

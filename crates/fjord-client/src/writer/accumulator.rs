@@ -174,8 +174,14 @@ pub(crate) struct Accumulator {
     batch_timeout: Duration,
     /// Non-partitioned table: one slot per bucket, created on first use.
     plain: Vec<Option<Slot>>,
-    /// Partitioned table: the slots of each partition seen.
-    partitions: HashMap<i64, Vec<Option<Slot>>, BuildHasherDefault<PartitionIdHasher>>,
+    /// Partitioned table: the slots of each partition seen, in the order
+    /// first seen ...
+    partition_slots: Vec<Vec<Option<Slot>>>,
+    /// ... found by partition id ...
+    partition_index: HashMap<i64, usize, BuildHasherDefault<PartitionIdHasher>>,
+    /// ... or, for a row of the previous row's partition (the common case:
+    /// rows come in long runs per partition), without a hash.
+    last_partition: Option<(i64, usize)>,
     /// Slots with rows; lets the linger task and flush skip empty buckets.
     open: Vec<BucketKey>,
     encode_tx: Option<mpsc::Sender<SealedBatch>>,
@@ -200,7 +206,9 @@ impl Accumulator {
             batch_size_bytes,
             batch_timeout,
             plain: (0..bucket_count).map(|_| None).collect(),
-            partitions: HashMap::default(),
+            partition_slots: Vec::new(),
+            partition_index: HashMap::default(),
+            last_partition: None,
             open: Vec::new(),
             encode_tx: Some(encode_tx),
             sealed_count: 0,
@@ -214,6 +222,7 @@ impl Accumulator {
 
     /// The slot of `key`, created (once per bucket) on first use. Touches
     /// no reference count: this runs per row.
+    #[inline]
     fn slot(&mut self, key: BucketKey) -> Result<&mut Slot> {
         let count = self.bucket_count;
         let index = usize::try_from(key.1)
@@ -222,16 +231,32 @@ impl Accumulator {
             .ok_or_else(|| bucket_out_of_range(key.1, count))?;
         let slots = match key.0 {
             None => &mut self.plain,
-            Some(id) => self
-                .partitions
-                .entry(id)
-                .or_insert_with(|| (0..count).map(|_| None).collect()),
+            Some(id) => {
+                let at = match self.last_partition {
+                    Some((last, at)) if last == id => at,
+                    _ => self.partition_position(id),
+                };
+                &mut self.partition_slots[at]
+            }
         };
         let entry = &mut slots[index];
         if entry.is_none() {
             *entry = Some(Slot::new(&self.schema)?);
         }
         Ok(entry.as_mut().expect("slot was just created"))
+    }
+
+    /// Where partition `id`'s slots are (made on its first row); remembered
+    /// for the next row.
+    fn partition_position(&mut self, id: i64) -> usize {
+        let slots = &mut self.partition_slots;
+        let count = self.bucket_count;
+        let at = *self.partition_index.entry(id).or_insert_with(|| {
+            slots.push((0..count).map(|_| None).collect());
+            slots.len() - 1
+        });
+        self.last_partition = Some((id, at));
+        at
     }
 
     /// Appends `row` to its bucket's builder (bucket from the assigner) in
@@ -637,6 +662,30 @@ mod tests {
             .is_err());
         let next = sealed(&mut acc, &rx, &shared, None, 5..7);
         assert_eq!(ids(&next), [5, 6]);
+    }
+
+    #[test]
+    fn rows_alternating_between_partitions_land_in_their_own_partitions_batches() {
+        let shared = idle_shared();
+        let (mut acc, rx) = one_bucket_accumulator();
+        for (partition, id) in [(1, 10), (1, 11), (2, 20), (1, 12), (3, 30), (2, 21)] {
+            acc.append_row(Some(partition), &[Datum::BigInt(id)], &shared)
+                .unwrap();
+        }
+        acc.seal_all().unwrap();
+        let mut by_partition: Vec<(Option<i64>, Vec<i64>)> = rx
+            .try_iter()
+            .map(|sealed| (sealed.key.0, ids(&sealed.batch)))
+            .collect();
+        by_partition.sort();
+        assert_eq!(
+            by_partition,
+            [
+                (Some(1), vec![10, 11, 12]),
+                (Some(2), vec![20, 21]),
+                (Some(3), vec![30])
+            ]
+        );
     }
 
     #[test]
