@@ -168,7 +168,18 @@ impl BucketAssigner {
     /// The bucket of `row` (a row of the whole table, every column). Fails
     /// for hashed tables when the row's width differs from the table's, a
     /// key column is NULL, or its datum does not match the column's type.
+    #[inline]
     pub fn assign<R: InternalRow + ?Sized>(&mut self, row: &R) -> Result<i32> {
+        // The default (sticky, bucket chosen) answers inline: this runs per row.
+        if let Strategy::Sticky { current, .. } = &self.strategy {
+            if *current >= 0 {
+                return Ok(*current);
+            }
+        }
+        self.assign_slow(row)
+    }
+
+    fn assign_slow<R: InternalRow + ?Sized>(&mut self, row: &R) -> Result<i32> {
         let bucket_count = self.bucket_count;
         match &mut self.strategy {
             Strategy::Sticky { current, rng } => {
