@@ -158,6 +158,8 @@ const _: () = assert!(matches!(V2_LAYOUT.leader_epoch, Some(21)));
 const _: () = assert!(matches!(V1_LAYOUT.statistics_length, Some(48)));
 const _: () = assert!(matches!(V2_LAYOUT.statistics_length, Some(52)));
 // Everything stampable sits before the CRC'd region.
+const _: () =
+    assert!(V0_LAYOUT.crc <= STAMPED_PREFIX_BYTES_MAX && V1_LAYOUT.crc <= STAMPED_PREFIX_BYTES_MAX);
 const _: () = assert!(COMMIT_TIMESTAMP_OFFSET + 8 <= V0_LAYOUT.crc);
 const _: () = assert!(MIN_HEADER_SIZE >= HEADER_SIZE_UP_TO_MAGIC);
 
@@ -547,6 +549,32 @@ pub fn stamp_in_place(
     Ok(size)
 }
 
+/// The most bytes before the CRC of any known magic: the prefix
+/// [`stamp_prefix`] stamps. Every server-assigned field lies in it.
+pub const STAMPED_PREFIX_BYTES_MAX: usize = V2_LAYOUT.crc;
+
+/// Stamps the server-assigned fields (as [`stamp_in_place`] does) into
+/// `prefix`, a copy of the first `layout.crc` bytes of a batch laid out as
+/// `layout`. Those fields all sit before the CRC'd region, so the storage
+/// append path writes the stamped prefix followed by the rest of the batch
+/// exactly as received, without copying the body to stamp it.
+///
+/// Panics if `prefix` is shorter than `layout.crc` (a caller bug: the
+/// length comes from the same layout).
+pub fn stamp_prefix(
+    prefix: &mut [u8],
+    layout: &'static Layout,
+    base_offset: i64,
+    commit_timestamp: i64,
+    leader_epoch: i32,
+) {
+    let mut head = LogBatchMut {
+        bytes: &mut prefix[..layout.crc],
+        layout,
+    };
+    head.stamp(base_offset, commit_timestamp, leader_epoch);
+}
+
 /// Splits a contiguous buffer of batches (e.g. a ProduceLog request's
 /// `records`, or a span of a segment file) into validated batches without
 /// copying.
@@ -931,6 +959,23 @@ mod tests {
         assert_eq!(batch.last_offset(), 1004);
         assert_eq!(batch.commit_timestamp(), 1_700_000_000_000);
         assert_eq!(batch.leader_epoch(), 4);
+    }
+
+    #[test]
+    fn a_stamped_prefix_followed_by_the_received_rest_equals_a_batch_stamped_in_place() {
+        for magic in [LOG_MAGIC_V0, LOG_MAGIC_V1, LOG_MAGIC_V2] {
+            let received = one_batch(magic, b"", b"payload");
+            let mut in_place = received.clone();
+            stamp_in_place(&mut in_place, 41, 42, 43).expect("stamp");
+            let layout = layout(magic).expect("known magic");
+            let mut prefix = [0u8; STAMPED_PREFIX_BYTES_MAX];
+            prefix[..layout.crc].copy_from_slice(&received[..layout.crc]);
+            stamp_prefix(&mut prefix, layout, 41, 42, 43);
+            let mut joined = prefix[..layout.crc].to_vec();
+            joined.extend_from_slice(&received[layout.crc..]);
+            assert_eq!(joined, in_place, "magic {magic}");
+            assert!(LogBatch::validate(&joined).is_ok(), "magic {magic}");
+        }
     }
 
     #[test]

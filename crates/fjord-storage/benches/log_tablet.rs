@@ -57,14 +57,14 @@ fn append(c: &mut Criterion) {
             let dir = tempfile::tempdir_in(bench_dir()).expect("tempdir");
             let t =
                 LogTablet::open(Arc::new(OsFs), dir.path(), config(durability), 0).expect("open");
-            let mut batch = one_batch(size);
+            let batch = one_batch(size);
             let mut n = 0u64;
             let start = std::time::Instant::now();
             group.throughput(Throughput::Bytes(size as u64));
             group.bench_function(BenchmarkId::new(name, size), |b| {
                 b.iter(|| {
                     let now = start.elapsed().as_millis() as i64;
-                    let info = t.append(&mut batch, now).expect("append");
+                    let info = t.append(&batch, now).expect("append");
                     if t.ack_needs_sync() {
                         t.wait_durable(info.last_offset).expect("durable");
                     } else {
@@ -99,9 +99,9 @@ fn group_commit(c: &mut Criterion) {
             std::thread::scope(|s| {
                 for _ in 0..PRODUCERS {
                     s.spawn(|| {
-                        let mut batch = one_batch(SIZE);
+                        let batch = one_batch(SIZE);
                         for _ in 0..iters.div_ceil(PRODUCERS) {
-                            let info = t.append(&mut batch, 0).expect("append");
+                            let info = t.append(&batch, 0).expect("append");
                             t.wait_durable(info.last_offset).expect("durable");
                         }
                     });
@@ -132,9 +132,9 @@ fn sequential_read(c: &mut Criterion) {
             0,
         )
         .expect("open");
-        let mut batch = one_batch(size);
+        let batch = one_batch(size);
         for _ in 0..LOG_BYTES / size {
-            t.append(&mut batch, 0).expect("append");
+            t.append(&batch, 0).expect("append");
         }
         let end = t.log_end_offset();
         // Fetch-sized reads of 1 MiB, as a consumer would issue them.

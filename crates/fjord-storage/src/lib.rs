@@ -24,7 +24,7 @@
 //! ```text
 //! start-up   LogManager::new(Arc::new(OsFs), data_dir)
 //!            for tb in manager.discover()? { manager.open_tablet(tb, config, now_ms)? }
-//! produce    spawn_blocking: info = tablet.append(&mut records, now_ms)?        // pwrite, may roll
+//! produce    spawn_blocking: info = tablet.append(&records, now_ms)?        // pwrite, may roll
 //!                            if tablet.ack_needs_sync() { tablet.wait_durable(info.last_offset)? }
 //!            reply with info.first_offset (base offset); info.duplicate = retried batch
 //! fetch      tablet.read(fetch_offset, max_bytes)? -> ReadResult { records: Bytes, high_watermark, .. }

@@ -35,8 +35,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
 use bytes::Bytes;
 use fjord_format::log_batch::{
-    self, peek_size_and_magic, stamp_in_place, LogBatch, LogBatchError, LogBatches,
+    self, peek_size_and_magic, stamp_prefix, Layout, LogBatch, LogBatchError, LogBatches,
     BASE_OFFSET_OFFSET, COMMIT_TIMESTAMP_OFFSET, HEADER_SIZE_UP_TO_MAGIC, NO_WRITER_ID,
+    STAMPED_PREFIX_BYTES_MAX,
 };
 
 use crate::config::{Durability, LogConfig};
@@ -146,6 +147,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Debug, Clone, Copy)]
 struct Incoming {
     size: usize,
+    layout: &'static Layout,
     offset_delta: i32,
     writer_id: i64,
     batch_sequence: i32,
@@ -294,10 +296,13 @@ impl LogTablet {
     }
 
     /// Appends one or more batches (e.g. a ProduceLog request's `records`
-    /// for this bucket) as received, stamping their base offsets, commit
-    /// timestamp and (V2) leader epoch in place, then writing them with one
-    /// write. Validates every batch first (length, magic, CRC-32C, size
-    /// limit); nothing is appended unless all are valid.
+    /// for this bucket) as received, with their base offsets, commit
+    /// timestamp and (V2) leader epoch stamped: those fields sit before each
+    /// batch's CRC'd region, so only a stamped copy of that prefix (at most
+    /// [`STAMPED_PREFIX_BYTES_MAX`] bytes a batch) is made, and the prefixes
+    /// and the received bodies go to the file in one vectored write — the
+    /// body is never copied in memory. Validates every batch first (length,
+    /// magic, CRC-32C, size limit); nothing is appended unless all are valid.
     ///
     /// Idempotent writers: if any batch repeats one of its writer's last five
     /// sequences, nothing is appended and the original offsets are returned
@@ -307,7 +312,7 @@ impl LogTablet {
     /// [`LogTablet::wait_durable`]`(info.last_offset)` before acknowledging.
     /// The commit timestamp is `max(now_ms, previous commit timestamp)`, so
     /// commit timestamps never decrease within a tablet.
-    pub fn append(&self, batches: &mut [u8], now_ms: i64) -> Result<AppendInfo> {
+    pub fn append(&self, batches: &[u8], now_ms: i64) -> Result<AppendInfo> {
         self.check_online()?;
         if batches.len() > self.config.segment_bytes_max as usize {
             return Err(StorageError::BatchTooLarge {
@@ -330,6 +335,7 @@ impl LogTablet {
             }
             incoming.push(Incoming {
                 size: batch.size_in_bytes(),
+                layout: batch.layout(),
                 offset_delta: batch.last_offset_delta(),
                 writer_id: batch.writer_id(),
                 batch_sequence: batch.batch_sequence(),
@@ -394,26 +400,36 @@ impl LogTablet {
 
         let commit_ts = now_ms.max(w.last_commit_ts);
         let first_offset = w.log_end;
+        // Each batch's stamped prefix, then the parts to write: prefix,
+        // received rest, prefix, received rest, ...
+        let mut prefixes = vec![[0u8; STAMPED_PREFIX_BYTES_MAX]; incoming.len()];
         let mut offset = first_offset;
         let mut at = 0usize;
-        for b in &incoming {
-            stamp_in_place(
-                &mut batches[at..],
+        for (b, prefix) in incoming.iter().zip(prefixes.iter_mut()) {
+            let end = b.layout.crc;
+            prefix[..end].copy_from_slice(&batches[at..at + end]);
+            stamp_prefix(
+                prefix,
+                b.layout,
                 offset,
                 commit_ts,
                 self.config.leader_epoch,
-            )
-            .map_err(|source| StorageError::CorruptBatch {
-                position: at,
-                source,
-            })?;
+            );
             at += b.size;
             offset += i64::from(b.offset_delta) + 1;
+        }
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * incoming.len());
+        let mut at = 0usize;
+        for (b, prefix) in incoming.iter().zip(prefixes.iter()) {
+            let end = b.layout.crc;
+            parts.push(&prefix[..end]);
+            parts.push(&batches[at + end..at + b.size]);
+            at += b.size;
         }
 
         let active = w.active().clone();
         let position = w.active_len;
-        if let Err(e) = active.file.write_all_at(batches, position) {
+        if let Err(e) = active.file.write_all_vectored_at(&parts, position) {
             // Leave no partial batch behind the log end.
             if let Err(e2) = active.file.set_len(position) {
                 tracing::error!(file = %active.log_path.display(), error = %e2, "could not undo a failed append");

@@ -61,7 +61,7 @@ fn crash_child_appends_until_killed() {
         let mut bytes = Vec::new();
         let header = BatchHeader::append_only(1, 1 + (n % 7) as i32);
         write_batch(&mut bytes, &header, &[], &body(n)).expect("valid");
-        let info = t.append(&mut bytes, now_ms()).expect("append");
+        let info = t.append(&bytes, now_ms()).expect("append");
         t.wait_durable(info.last_offset).expect("durable");
         println!("ACK {n} {} {}", info.first_offset, info.last_offset);
         n += 1;

@@ -76,9 +76,9 @@ fn run_ops(t: &LogTablet, fs: &SimFs, m: &mut Model, run: &mut Run) {
                 let records = 1 + rng.below(4) as i32;
                 let b = body(seed, *n);
                 *n += 1;
-                let mut bytes = batch(records, &b);
+                let bytes = batch(records, &b);
                 let end_before = t.log_end_offset();
-                match t.append(&mut bytes, *clock) {
+                match t.append(&bytes, *clock) {
                     Ok(info) => {
                         m.attempted
                             .insert(info.first_offset, (info.last_offset, b.clone()));

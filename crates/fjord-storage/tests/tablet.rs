@@ -83,8 +83,8 @@ fn reads_outside_the_log_are_out_of_range_and_at_the_end_are_empty() {
 fn in_fsync_mode_a_batch_is_invisible_until_durable() {
     let fs = SimFs::new();
     let t = open_sim(&fs, LogConfig::default(), 0);
-    let mut b = batch(1, b"x");
-    let info = t.append(&mut b, 0).expect("append");
+    let b = batch(1, b"x");
+    let info = t.append(&b, 0).expect("append");
     assert_eq!(t.high_watermark(), 0);
     assert!(t.read(0, 100).expect("read").records.is_empty());
     t.wait_durable(info.last_offset).expect("durable");
@@ -104,13 +104,13 @@ fn in_interval_mode_a_batch_is_visible_at_once_and_flushed_every_n_batches() {
     };
     let t = open_sim(&fs, config, 0);
     for i in 0..2 {
-        t.append(&mut batch(1, b"x"), i).expect("append");
+        t.append(&batch(1, b"x"), i).expect("append");
     }
     assert_eq!(t.high_watermark(), 2);
     assert_eq!(t.durable_offset(), 0, "not flushed before 3 batches");
-    t.append(&mut batch(1, b"x"), 3).expect("append");
+    t.append(&batch(1, b"x"), 3).expect("append");
     assert_eq!(t.durable_offset(), 3);
-    t.append(&mut batch(1, b"x"), 4).expect("append");
+    t.append(&batch(1, b"x"), 4).expect("append");
     t.flush_if_due(10).expect("not due yet");
     assert_eq!(t.durable_offset(), 3);
     t.flush_if_due(2_000_000).expect("due");
@@ -126,8 +126,8 @@ fn concurrent_appenders_all_become_durable_through_shared_fsyncs() {
             let t = t.clone();
             std::thread::spawn(move || {
                 for _ in 0..25 {
-                    let mut b = batch(2, &[i as u8; 40]);
-                    let info = t.append(&mut b, 0).expect("append");
+                    let b = batch(2, &[i as u8; 40]);
+                    let info = t.append(&b, 0).expect("append");
                     t.wait_durable(info.last_offset).expect("durable");
                     assert!(t.durable_offset() > info.last_offset);
                 }
@@ -150,7 +150,7 @@ fn a_corrupt_or_partial_batch_rejects_the_whole_append() {
     let last = bad.len() - 1;
     bad[last] ^= 1;
     two.extend_from_slice(&bad);
-    match t.append(&mut two, 0) {
+    match t.append(&two, 0) {
         Err(StorageError::CorruptBatch {
             position: 52,
             source: LogBatchError::CrcMismatch { .. },
@@ -160,14 +160,14 @@ fn a_corrupt_or_partial_batch_rejects_the_whole_append() {
     let mut partial = batch(1, b"good");
     partial.extend_from_slice(&batch(1, b"cut")[..30]);
     assert!(matches!(
-        t.append(&mut partial, 0),
+        t.append(&partial, 0),
         Err(StorageError::CorruptBatch {
             source: LogBatchError::Truncated { .. },
             ..
         })
     ));
     assert!(matches!(
-        t.append(&mut [], 0),
+        t.append(&[], 0),
         Err(StorageError::EmptyAppend { len: 0 })
     ));
     assert_eq!(t.log_end_offset(), 0, "nothing appended");
@@ -182,7 +182,7 @@ fn a_batch_above_the_size_limit_is_refused() {
     };
     let t = open_sim(&fs, config, 0);
     assert!(matches!(
-        t.append(&mut batch(1, &[0; 60]), 0),
+        t.append(&batch(1, &[0; 60]), 0),
         Err(StorageError::BatchTooLarge {
             size: 108,
             max: 100
@@ -220,11 +220,11 @@ fn a_retried_batch_returns_the_original_offsets_without_appending() {
     let fs = SimFs::new();
     let t = open_sim(&fs, LogConfig::default(), 0);
     append_durable(&t, &batch(3, b"other"), 0);
-    let mut b0 = idempotent_batch(2, 42, 0, b"w0");
-    let first = t.append(&mut b0.clone(), 0).expect("append");
+    let b0 = idempotent_batch(2, 42, 0, b"w0");
+    let first = t.append(&b0.clone(), 0).expect("append");
     assert!(!first.duplicate);
     assert_eq!((first.first_offset, first.last_offset), (3, 4));
-    let retry = t.append(&mut b0, 0).expect("retry");
+    let retry = t.append(&b0, 0).expect("retry");
     assert!(retry.duplicate);
     assert_eq!((retry.first_offset, retry.last_offset), (3, 4));
     assert_eq!(t.log_end_offset(), 5);
@@ -235,19 +235,19 @@ fn out_of_order_sequences_are_refused_and_a_new_writer_starts_at_zero() {
     let fs = SimFs::new();
     let t = open_sim(&fs, LogConfig::default(), 0);
     assert!(matches!(
-        t.append(&mut idempotent_batch(1, 7, 3, b"x"), 0),
+        t.append(&idempotent_batch(1, 7, 3, b"x"), 0),
         Err(StorageError::OutOfOrderSequence {
             writer_id: 7,
             batch_sequence: 3,
             last_sequence: -1
         })
     ));
-    t.append(&mut idempotent_batch(1, 7, 0, b"x"), 0)
+    t.append(&idempotent_batch(1, 7, 0, b"x"), 0)
         .expect("seq 0");
-    t.append(&mut idempotent_batch(1, 7, 1, b"x"), 0)
+    t.append(&idempotent_batch(1, 7, 1, b"x"), 0)
         .expect("seq 1");
     assert!(matches!(
-        t.append(&mut idempotent_batch(1, 7, 3, b"x"), 0),
+        t.append(&idempotent_batch(1, 7, 3, b"x"), 0),
         Err(StorageError::OutOfOrderSequence {
             last_sequence: 1,
             ..
@@ -256,7 +256,7 @@ fn out_of_order_sequences_are_refused_and_a_new_writer_starts_at_zero() {
     // Two batches of the same writer in one append must be in sequence too.
     let mut two = idempotent_batch(1, 7, 2, b"x");
     two.extend(idempotent_batch(1, 7, 3, b"y"));
-    let info = t.append(&mut two, 0).expect("in-sequence pair");
+    let info = t.append(&two, 0).expect("in-sequence pair");
     assert_eq!((info.first_offset, info.last_offset), (2, 3));
 }
 
@@ -276,12 +276,12 @@ fn writer_state_survives_clean_and_unclean_restarts() {
         }
         let t = open_sim(&fs, small_config(), 0);
         let retry = t
-            .append(&mut idempotent_batch(1, 5, 11, &[0; 200]), 0)
+            .append(&idempotent_batch(1, 5, 11, &[0; 200]), 0)
             .expect("retry");
         assert!(retry.duplicate, "clean={clean}");
         assert_eq!(retry.first_offset, 11);
-        assert!(t.append(&mut idempotent_batch(1, 5, 13, b""), 0).is_err());
-        t.append(&mut idempotent_batch(1, 5, 12, b""), 0)
+        assert!(t.append(&idempotent_batch(1, 5, 13, b""), 0).is_err());
+        t.append(&idempotent_batch(1, 5, 12, b""), 0)
             .expect("next sequence");
     }
 }
@@ -384,7 +384,7 @@ fn an_fsync_failure_takes_the_tablet_offline_for_good() {
     let t = open_sim(&fs, LogConfig::default(), 0);
     append_durable(&t, &batch(1, b"ok"), 0);
     fs.fail_syncs(true);
-    let info = t.append(&mut batch(1, b"lost"), 0).expect("write succeeds");
+    let info = t.append(&batch(1, b"lost"), 0).expect("write succeeds");
     assert!(matches!(
         t.wait_durable(info.last_offset),
         Err(StorageError::Offline { .. })
@@ -396,7 +396,7 @@ fn an_fsync_failure_takes_the_tablet_offline_for_good() {
         Err(StorageError::Offline { .. })
     ));
     assert!(matches!(
-        t.append(&mut batch(1, b"x"), 0),
+        t.append(&batch(1, b"x"), 0),
         Err(StorageError::Offline { .. })
     ));
     assert!(matches!(t.read(0, 10), Err(StorageError::Offline { .. })));
@@ -413,8 +413,8 @@ fn garbage_after_the_last_batch_is_truncated_on_open() {
     let fs: Arc<dyn Fs> = Arc::new(fjord_storage::OsFs);
     let t = LogTablet::open(fs.clone(), dir.path(), LogConfig::default(), 0).expect("open");
     for i in 0..5 {
-        let mut b = batch(1, &[i; 100]);
-        let info = t.append(&mut b, 0).expect("append");
+        let b = batch(1, &[i; 100]);
+        let info = t.append(&b, 0).expect("append");
         t.wait_durable(info.last_offset).expect("durable");
     }
     drop(t); // no clean shutdown
@@ -562,8 +562,8 @@ fn readers_racing_appends_and_rolls_see_only_whole_published_batches() {
             let t = t.clone();
             std::thread::spawn(move || {
                 for i in 0..300u32 {
-                    let mut b = batch(1, &[(i % 251) as u8; 100]);
-                    let info = t.append(&mut b, 0).expect("append");
+                    let b = batch(1, &[(i % 251) as u8; 100]);
+                    let info = t.append(&b, 0).expect("append");
                     t.wait_durable(info.last_offset).expect("durable");
                 }
             })
