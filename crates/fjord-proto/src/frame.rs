@@ -80,6 +80,14 @@ pub enum FrameError {
         /// The configured maximum.
         max_frame_bytes: usize,
     },
+    /// A frame held whole is not as long as its length prefix says.
+    #[error("the length prefix announces a {frame_bytes}-byte frame, but {held} bytes are held")]
+    LengthMismatch {
+        /// Size announced by the prefix, including the prefix.
+        frame_bytes: usize,
+        /// Bytes actually held.
+        held: usize,
+    },
     /// A response's type byte is none of success, error, server failure.
     #[error("unknown response type {type_id}")]
     UnknownResponseType {
@@ -211,6 +219,32 @@ impl FrameDecoder {
             header,
             body: frame.freeze(),
         }))
+    }
+
+    /// Server side: the request frame held whole in `frame` (length prefix
+    /// included), e.g. a large frame a reader gathered in a buffer of its
+    /// own. Checks the prefix as [`FrameDecoder::decode_request`] does and
+    /// that it matches `frame`'s length; the body is a slice of `frame`.
+    pub fn decode_whole_request(&self, frame: Bytes) -> Result<RequestFrame, FrameError> {
+        let frame_bytes =
+            self.peek_frame_bytes(&frame, REQUEST_HEADER_BYTES)?
+                .ok_or(FrameError::TooShort {
+                    length: frame.len(),
+                    min: LENGTH_FIELD_BYTES,
+                })?;
+        if frame_bytes != frame.len() {
+            return Err(FrameError::LengthMismatch {
+                frame_bytes,
+                held: frame.len(),
+            });
+        }
+        let mut body = frame.slice(LENGTH_FIELD_BYTES..);
+        let header = RequestHeader {
+            api_key: body.get_i16(),
+            api_version: body.get_i16(),
+            request_id: body.get_i32(),
+        };
+        Ok(RequestFrame { header, body })
     }
 
     /// Client side: the next response frame in `buf`, `Ok(None)` if it is not

@@ -14,20 +14,23 @@
 //! are woken), their answers are written, then connections close.
 
 use std::io::IoSlice;
-use std::sync::Arc;
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use fjord_proto::{
     decode_request, encode_error_response, encode_fetch_log_response_chunks, ApiError, ApiKey,
     ErrorCode, FrameDecoder, RequestFrame, Response,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
+
+use fjord_proto::frame::LENGTH_FIELD_BYTES;
 
 use crate::api;
 use crate::node::Node;
@@ -35,6 +38,25 @@ use crate::node::Node;
 /// Initial read buffer per connection; grows to the size of the largest
 /// frame seen (bounded by `frame-bytes-max`).
 const READ_BUFFER_BYTES: usize = 64 * 1024;
+
+/// Frames at least this large are gathered in a pooled buffer of their own
+/// ([`FramePool`]) instead of the connection's shared read buffer.
+const LARGE_FRAME_BYTES: usize = 64 * 1024;
+
+/// Most spare large-frame buffers a connection keeps: enough for the
+/// produce requests a pipelining writer has in flight at once.
+const POOLED_BUFFERS_MAX: usize = 4;
+
+/// Largest buffer a connection keeps for reuse; a bigger frame's buffer is
+/// freed after use. Bounds the memory an idle connection holds to
+/// `POOLED_BUFFERS_MAX` times this.
+const POOLED_BUFFER_BYTES_MAX: usize = 8 * 1024 * 1024;
+
+/// Most bytes the reader asks the kernel to gather before waking it
+/// (`SO_RCVLOWAT`): a large frame then costs a few wake-ups instead of one
+/// per loopback segment. Bounded because the kernel grows the socket's
+/// receive buffer to hold the low-water mark.
+const RCVLOWAT_BYTES_MAX: usize = 512 * 1024;
 
 /// How long shutdown waits for connections to finish their in-flight
 /// requests and write the answers. Bounds shutdown when a peer stops reading
@@ -116,36 +138,29 @@ async fn serve_connection(node: Arc<Node>, stream: TcpStream) {
     // holds more than `in_flight_max` entries.
     let (tx, rx) = mpsc::channel::<Outgoing>(in_flight_max);
     let writer_task = tokio::spawn(write_loop(writer, rx));
+    let node_shutdown: watch::Receiver<bool> = node.shutdown.clone();
     let decoder = FrameDecoder::new(node.config.frame_bytes_max);
-    let mut shutdown: watch::Receiver<bool> = node.shutdown.clone();
     let mut buf = BytesMut::with_capacity(READ_BUFFER_BYTES);
-    // The previous ProduceLog's "appended" signal: produce requests append in
-    // arrival order (see api::AppendTurn).
-    let mut last_append: Option<oneshot::Receiver<()>> = None;
+    let mut low_water = LowWater::default();
+    let pool = FramePool::default();
+    // Whether the last frame was a large one (see the read below).
+    let mut after_large = false;
+    let mut conn = Dispatcher {
+        node,
+        in_flight,
+        shutdown: node_shutdown,
+        last_append: None,
+        tx,
+    };
 
     'conn: loop {
         loop {
             match decoder.decode_request(&mut buf) {
                 Ok(Some(frame)) => {
-                    let permit = tokio::select! {
-                        p = Arc::clone(&in_flight).acquire_owned() => match p {
-                            Ok(p) => p,
-                            Err(_) => break 'conn,
-                        },
-                        _ = shutdown.wait_for(|s| *s) => break 'conn,
-                    };
-                    let turn = (frame.header.api_key == ApiKey::ProduceLog as i16).then(|| {
-                        let (turn, next) = api::AppendTurn::after(last_append.take());
-                        last_append = Some(next);
-                        turn
-                    });
-                    let node = Arc::clone(&node);
-                    let tx = tx.clone();
-                    tokio::spawn(async move {
-                        let out = answer(&node, frame, turn).await;
-                        // The writer is gone only if the connection died.
-                        let _ = tx.send((out, permit)).await;
-                    });
+                    after_large = false;
+                    if !conn.dispatch(frame).await {
+                        break 'conn;
+                    }
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -154,15 +169,74 @@ async fn serve_connection(node: Arc<Node>, stream: TcpStream) {
                 }
             }
         }
-        // Reserve room for the whole pending frame at once when its length
-        // is known (it passed the size check in decode_request).
-        if let Ok(Some(frame_bytes)) = decoder.peek_frame_bytes(&buf, 0) {
-            buf.reserve(frame_bytes.saturating_sub(buf.len()));
+        // The pending frame's size is known once its prefix arrived (it
+        // passed the checks in decode_request).
+        let pending = decoder.peek_frame_bytes(&buf, 0).ok().flatten();
+        if let Some(frame_bytes) = pending.filter(|&n| n >= LARGE_FRAME_BYTES) {
+            // A large frame is gathered in a buffer of its own, reused from
+            // the connection's pool once the request is done with it: no
+            // fresh (page-faulting) allocation per frame, and the frame never
+            // shares memory with the frames around it.
+            let mut whole = pool.take(frame_bytes);
+            whole.extend_from_slice(&buf);
+            buf.clear();
+            while whole.len() < frame_bytes {
+                let missing = frame_bytes - whole.len();
+                // Wake only once the rest (up to RCVLOWAT_BYTES_MAX) is
+                // readable instead of once per arriving segment.
+                low_water.set(&reader, missing);
+                let mut rest = (&mut whole).limit(missing);
+                tokio::select! {
+                    read = reader.read_buf(&mut rest) => match read {
+                        Ok(0) => break 'conn,
+                        Ok(_) => {}
+                        Err(e) => {
+                            debug!(?peer, error = %e, "read failed");
+                            break 'conn;
+                        }
+                    },
+                    _ = conn.shutdown.wait_for(|s| *s) => break 'conn,
+                }
+            }
+            let whole = Bytes::from_owner(PooledFrame {
+                bytes: whole,
+                pool: pool.clone(),
+            });
+            match decoder.decode_whole_request(whole) {
+                Ok(frame) => {
+                    if !conn.dispatch(frame).await {
+                        break 'conn;
+                    }
+                }
+                Err(e) => {
+                    warn!(?peer, error = %e, "bad frame; closing the connection");
+                    break 'conn;
+                }
+            }
+            after_large = true;
+            continue;
+        }
+        // A small frame (or an unknown length): read into the shared buffer,
+        // reserving room for the whole pending frame at once when its length
+        // is known.
+        let mut missing = 1;
+        if let Some(frame_bytes) = pending {
+            missing = frame_bytes.saturating_sub(buf.len()).max(1);
+            buf.reserve(missing);
         } else if buf.capacity() == buf.len() {
             buf.reserve(READ_BUFFER_BYTES);
         }
+        low_water.set(&reader, missing);
+        // After a large frame the next is likely large too: read only its
+        // length prefix here, so its body goes straight into a pooled
+        // buffer instead of being read here and copied there.
+        let limit = match pending {
+            None if after_large => LENGTH_FIELD_BYTES.saturating_sub(buf.len()).max(1),
+            _ => usize::MAX,
+        };
+        let mut into = (&mut buf).limit(limit);
         tokio::select! {
-            read = reader.read_buf(&mut buf) => match read {
+            read = reader.read_buf(&mut into) => match read {
                 Ok(0) => break,
                 Ok(_) => {}
                 Err(e) => {
@@ -170,14 +244,167 @@ async fn serve_connection(node: Arc<Node>, stream: TcpStream) {
                     break;
                 }
             },
-            _ = shutdown.wait_for(|s| *s) => break,
+            _ = conn.shutdown.wait_for(|s| *s) => break,
         }
     }
+    let Dispatcher { tx, .. } = conn;
     // In-flight requests keep their own senders; the writer ends after the
     // last of them is written.
     drop(tx);
     let _ = writer_task.await;
     debug!(?peer, "connection closed");
+}
+
+/// What a connection's reader needs to hand a frame to its own task.
+struct Dispatcher {
+    node: Arc<Node>,
+    /// Free in-flight slots of this connection.
+    in_flight: Arc<Semaphore>,
+    shutdown: watch::Receiver<bool>,
+    /// The previous ProduceLog's "appended" signal: produce requests append
+    /// in arrival order (see api::AppendTurn).
+    last_append: Option<oneshot::Receiver<()>>,
+    /// Answers to the connection's writer task.
+    tx: mpsc::Sender<Outgoing>,
+}
+
+impl Dispatcher {
+    /// Waits for an in-flight slot and starts answering `frame` in a task of
+    /// its own. `false` when the connection must close (shutdown).
+    async fn dispatch(&mut self, frame: RequestFrame) -> bool {
+        let permit = tokio::select! {
+            p = Arc::clone(&self.in_flight).acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return false,
+            },
+            _ = self.shutdown.wait_for(|s| *s) => return false,
+        };
+        let turn = (frame.header.api_key == ApiKey::ProduceLog as i16).then(|| {
+            let (turn, next) = api::AppendTurn::after(self.last_append.take());
+            self.last_append = Some(next);
+            turn
+        });
+        let node = Arc::clone(&self.node);
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let out = answer(&node, frame, turn).await;
+            // The writer is gone only if the connection died.
+            let _ = tx.send((out, permit)).await;
+        });
+        true
+    }
+}
+
+/// A connection's spare buffers for large frames. A buffer returns here when
+/// the last slice of its frame (the request's records) is dropped, so a
+/// steady stream of large produce requests reuses a few buffers instead of
+/// allocating (and page-faulting) one per frame.
+#[derive(Clone, Default)]
+struct FramePool {
+    spare: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl FramePool {
+    /// An empty buffer with room for `bytes`: a spare one when there is
+    /// one (grown if too small), else a new one.
+    fn take(&self, bytes: usize) -> Vec<u8> {
+        let reused = {
+            let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+            let fits = spare.iter().position(|b| b.capacity() >= bytes);
+            match fits {
+                Some(i) => Some(spare.swap_remove(i)),
+                None => spare.pop(),
+            }
+        };
+        let mut buf = reused.unwrap_or_default();
+        buf.clear();
+        buf.reserve(bytes);
+        buf
+    }
+
+    /// Keeps `buf` for a later frame, within [`POOLED_BUFFERS_MAX`] and
+    /// [`POOLED_BUFFER_BYTES_MAX`]; otherwise frees it.
+    fn give_back(&self, buf: Vec<u8>) {
+        if buf.capacity() > POOLED_BUFFER_BYTES_MAX {
+            return;
+        }
+        let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+        if spare.len() < POOLED_BUFFERS_MAX {
+            spare.push(buf);
+        }
+    }
+}
+
+/// A large frame's bytes, owned by the `Bytes` its request slices; returns
+/// the buffer to its pool when the last slice is dropped.
+struct PooledFrame {
+    bytes: Vec<u8>,
+    pool: FramePool,
+}
+
+impl AsRef<[u8]> for PooledFrame {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl Drop for PooledFrame {
+    fn drop(&mut self) {
+        self.pool.give_back(std::mem::take(&mut self.bytes));
+    }
+}
+
+/// The socket's receive low-water mark (`SO_RCVLOWAT`), changed only when
+/// it differs from what was last set (one system call per large frame, none
+/// while small frames stream in).
+struct LowWater {
+    current: usize,
+    /// Set after a failed call: the socket keeps the default (wake on any
+    /// byte), which is only slower.
+    unsupported: bool,
+}
+
+impl Default for LowWater {
+    fn default() -> Self {
+        Self {
+            current: 1,
+            unsupported: false,
+        }
+    }
+}
+
+impl LowWater {
+    /// Wakes the reader once `missing` bytes (capped at
+    /// [`RCVLOWAT_BYTES_MAX`]) are readable; 1 means on any byte. The peer
+    /// owes us at least `missing` bytes of the frame it started, so waiting
+    /// for them cannot stall a well-behaved peer; end of stream and errors
+    /// wake the reader regardless.
+    fn set(&mut self, reader: &OwnedReadHalf, missing: usize) {
+        let wanted = missing.clamp(1, RCVLOWAT_BYTES_MAX);
+        if self.unsupported || wanted == self.current {
+            return;
+        }
+        let value = libc::c_int::try_from(wanted).unwrap_or(1);
+        let fd = reader.as_ref().as_raw_fd();
+        // SAFETY: `fd` is the connection's open socket (borrowed from
+        // `reader` for the call) and `value` outlives the call; the option
+        // value is a C int, as SO_RCVLOWAT expects.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVLOWAT,
+                std::ptr::from_ref(&value).cast::<libc::c_void>(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            self.current = wanted;
+        } else {
+            debug!(error = %std::io::Error::last_os_error(), "cannot set SO_RCVLOWAT; reading as bytes arrive");
+            self.unsupported = true;
+        }
+    }
 }
 
 /// Decodes, handles and encodes one request. Never fails: every problem
@@ -268,4 +495,46 @@ async fn write_all_chunks(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pooled_buffer_comes_back_empty_with_room_for_the_next_frame() {
+        let pool = FramePool::default();
+        let mut first = pool.take(100);
+        first.extend_from_slice(&[7; 100]);
+        let address = first.as_ptr();
+        drop(Bytes::from_owner(PooledFrame {
+            bytes: first,
+            pool: pool.clone(),
+        }));
+        let again = pool.take(80);
+        assert!(again.is_empty(), "no bytes of the previous frame");
+        assert_eq!(again.as_ptr(), address, "the same allocation, reused");
+        let bigger = {
+            drop(Bytes::from_owner(PooledFrame {
+                bytes: again,
+                pool: pool.clone(),
+            }));
+            pool.take(1000)
+        };
+        assert!(bigger.is_empty() && bigger.capacity() >= 1000);
+    }
+
+    #[test]
+    fn the_pool_keeps_a_bounded_number_of_bounded_buffers() {
+        let pool = FramePool::default();
+        for _ in 0..POOLED_BUFFERS_MAX + 3 {
+            pool.give_back(Vec::with_capacity(16));
+        }
+        pool.give_back(Vec::with_capacity(POOLED_BUFFER_BYTES_MAX + 1));
+        let spare = pool.spare.lock().unwrap();
+        assert_eq!(spare.len(), POOLED_BUFFERS_MAX);
+        assert!(spare
+            .iter()
+            .all(|b| b.capacity() <= POOLED_BUFFER_BYTES_MAX));
+    }
 }

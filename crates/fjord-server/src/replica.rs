@@ -4,14 +4,15 @@
 //! changing the handlers.
 //!
 //! Storage calls that may block on the disk (append's write, fsync, reads)
-//! run on tokio's blocking pool so they never stall the network tasks.
+//! run on tokio's blocking pool so they never stall the network tasks;
+//! ProduceLog makes one such hand-off per request, covering the appends and
+//! the durability waits of all its buckets.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use bytes::{Bytes, BytesMut};
 use fjord_storage::{AppendInfo, LogConfig, LogManager, LogTablet, OsFs, ReadResult, StorageError};
 use tokio::sync::Notify;
 use tracing::{error, warn};
@@ -95,68 +96,34 @@ pub struct Replica {
 }
 
 impl Replica {
-    /// Appends `records` (one bucket's batches of a ProduceLog request). The
-    /// batches are written but, under the fsync policy, not yet durable nor
-    /// visible: follow with [`Replica::wait_durable`] or
-    /// [`Replica::publish_in_background`].
-    pub async fn append(self: &Arc<Self>, records: Bytes) -> Result<AppendInfo, ApiError> {
-        let replica = Arc::clone(self);
-        let bucket = self.bucket;
-        let joined = tokio::task::spawn_blocking(move || {
-            // The tablet stamps offsets and timestamps in place, so it needs
-            // its own mutable copy: one memcpy per bucket and request, not
-            // per record.
-            let mut owned = BytesMut::from(&records[..]);
-            let info = replica.tablet.append(&mut owned, now_ms())?;
-            if !replica.tablet.ack_needs_sync() {
-                // Interval flushing: visible at write time.
-                replica.appended.notify_waiters();
-            }
-            Ok::<_, StorageError>(info)
-        })
-        .await;
-        match joined {
-            Ok(result) => result.map_err(|e| storage_error(bucket, e)),
-            Err(e) => Err(ApiError::new(
-                ErrorCode::UnknownServerError,
-                format!("append to {bucket} failed: {e}"),
-            )),
-        }
-    }
-
-    /// Waits until every offset up to `offset` is durable (group commit),
-    /// then wakes long-polling fetches.
-    pub async fn wait_durable(self: &Arc<Self>, offset: i64) -> Result<(), ApiError> {
-        let replica = Arc::clone(self);
-        let bucket = self.bucket;
-        let joined = tokio::task::spawn_blocking(move || {
-            let r = replica.tablet.wait_durable(offset);
-            replica.appended.notify_waiters();
-            r
-        })
-        .await;
-        match joined {
-            Ok(result) => result.map_err(|e| storage_error(bucket, e)),
-            Err(e) => Err(ApiError::new(
-                ErrorCode::UnknownServerError,
-                format!("fsync wait failed: {e}"),
-            )),
-        }
-    }
-
-    /// For acks 0/1 under the fsync policy: make `offset` durable (and so
-    /// visible) without holding up the answer.
-    pub fn publish_in_background(self: &Arc<Self>, offset: i64) {
+    /// Appends `records` (one bucket's batches of a ProduceLog request) as
+    /// received: the storage engine writes stamped copies of the batch
+    /// prefixes and the received bodies with one vectored write, so the
+    /// payload is not copied here. The batches are written but, under the
+    /// fsync policy, not yet durable nor visible: follow with
+    /// [`Replica::wait_durable_blocking`].
+    ///
+    /// Blocking (the write may wait for the disk): call it from the blocking
+    /// pool, as ProduceLog does once per request for all its buckets.
+    pub fn append_blocking(&self, records: &[u8]) -> Result<AppendInfo, ApiError> {
+        let info = self
+            .tablet
+            .append(records, now_ms())
+            .map_err(|e| storage_error(self.bucket, e))?;
         if !self.tablet.ack_needs_sync() {
-            return;
+            // Interval flushing: visible at write time.
+            self.appended.notify_waiters();
         }
-        let replica = Arc::clone(self);
-        tokio::task::spawn_blocking(move || {
-            if let Err(e) = replica.tablet.wait_durable(offset) {
-                error!(bucket = %replica.bucket, error = %e, "background fsync failed");
-            }
-            replica.appended.notify_waiters();
-        });
+        Ok(info)
+    }
+
+    /// Blocks until every offset up to `offset` is durable (group commit:
+    /// one fsync covers every append made before it started), then wakes
+    /// long-polling fetches. Call it from the blocking pool.
+    pub fn wait_durable_blocking(&self, offset: i64) -> Result<(), ApiError> {
+        let result = self.tablet.wait_durable(offset);
+        self.appended.notify_waiters();
+        result.map_err(|e| storage_error(self.bucket, e))
     }
 
     /// Reads whole batches from `offset`, about `max_bytes` (at least one

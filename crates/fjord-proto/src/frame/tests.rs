@@ -321,3 +321,56 @@ proptest! {
         let _ = decoder.decode_response(&mut buf);
     }
 }
+
+#[test]
+fn a_request_held_whole_decodes_like_one_cut_from_a_stream() {
+    let header = RequestHeader {
+        api_key: 1014,
+        api_version: 0,
+        request_id: 99,
+    };
+    let mut buf = BytesMut::new();
+    encode_request(&mut buf, header, &ApiVersionsRequest::default()).unwrap();
+    let whole = buf.clone().freeze();
+    let from_stream = FrameDecoder::default()
+        .decode_request(&mut buf)
+        .unwrap()
+        .unwrap();
+    let held = FrameDecoder::default().decode_whole_request(whole).unwrap();
+    assert_eq!(held, from_stream);
+}
+
+#[test]
+fn a_request_held_whole_must_match_its_length_prefix() {
+    let decoder = FrameDecoder::new(64);
+    let short = framed(20, &[0; 12]).freeze();
+    assert_eq!(
+        decoder.decode_whole_request(short),
+        Err(FrameError::LengthMismatch {
+            frame_bytes: 24,
+            held: 16
+        })
+    );
+    let long = framed(8, &[0; 12]).freeze();
+    assert_eq!(
+        decoder.decode_whole_request(long),
+        Err(FrameError::LengthMismatch {
+            frame_bytes: 12,
+            held: 16
+        })
+    );
+    assert_eq!(
+        decoder.decode_whole_request(framed(100, &[0; 96]).freeze()),
+        Err(FrameError::TooLarge {
+            frame_bytes: 104,
+            max_frame_bytes: 64
+        })
+    );
+    assert_eq!(
+        decoder.decode_whole_request(framed(7, &[0; 7]).freeze()),
+        Err(FrameError::TooShort { length: 7, min: 8 })
+    );
+    assert!(decoder
+        .decode_whole_request(Bytes::from_static(&[0, 0]))
+        .is_err());
+}

@@ -4,11 +4,16 @@
 //!
 //! acks: `0` and `1` answer once the batches are written; `-1` answers once
 //! the storage engine reports them durable under its flush policy (group
-//! commit: the buckets of one request share the wait).
+//! commit: the buckets of one request share the wait). A request's appends
+//! and waits run in one blocking-pool job.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+use fjord_storage::AppendInfo;
 use tokio::sync::oneshot;
+use tracing::error;
 
 use fjord_format::log_batch::{self, LogBatchError};
 use fjord_proto::messages as pb;
@@ -143,8 +148,25 @@ impl AppendTurn {
     }
 }
 
+/// One bucket of a request that passed the header walk: what the blocking
+/// job appends.
+struct Append {
+    /// Index of the bucket's entry in the response.
+    response: usize,
+    replica: Arc<Replica>,
+    records: Bytes,
+    record_count: u64,
+}
+
 /// Appends each bucket's batches and answers per bucket. With a `turn`, the
 /// appends happen after the previous ProduceLog of the connection appended.
+///
+/// The appends and durability waits of all buckets run in one job on the
+/// blocking pool (one hand-off per request instead of two per bucket): it
+/// appends in order, releases the turn, reports the append outcomes, then
+/// waits for the fsyncs the answer needs (group commit shares them with
+/// concurrent requests) and, for acks 0/1, publishes the batches without
+/// holding up the answer.
 pub async fn handle(
     node: &Node,
     r: pb::ProduceLogRequest,
@@ -165,11 +187,10 @@ pub async fn handle(
     let wait_durable = r.acks == -1;
     let table = node.catalog.table_by_id(r.table_id);
     let mut responses = Vec::with_capacity(r.buckets_req.len());
-    // (index into responses, replica, last offset) of appends still to be made durable.
-    let mut pending: Vec<(usize, std::sync::Arc<Replica>, i64)> = Vec::new();
+    let mut appends: Vec<Append> = Vec::with_capacity(r.buckets_req.len());
     let mut failed = false;
     for b in r.buckets_req {
-        let result = async {
+        let checked = (|| {
             let table = table.as_ref().ok_or_else(|| {
                 ApiError::new(
                     ErrorCode::UnknownTableOrBucketException,
@@ -185,30 +206,23 @@ pub async fn handle(
                 },
             )?;
             let checked = check_headers(table, b.bucket_id, &b.records)?;
-            let bytes = b.records.len() as u64;
-            let info = replica.append(b.records).await?;
-            if !info.duplicate {
-                Metrics::add(&metrics.messages_in, checked.record_count);
-                Metrics::add(&metrics.bytes_in, bytes);
-            }
-            Ok((replica, info))
-        }
-        .await;
-        match result {
-            Ok((replica, info)) => {
-                if !info.duplicate {
-                    if wait_durable && replica.tablet.ack_needs_sync() {
-                        pending.push((responses.len(), replica, info.last_offset));
-                    } else {
-                        replica.publish_in_background(info.last_offset);
-                    }
-                }
+            Ok::<_, ApiError>((replica, checked.record_count))
+        })();
+        match checked {
+            Ok((replica, record_count)) => {
+                appends.push(Append {
+                    response: responses.len(),
+                    replica,
+                    records: b.records,
+                    record_count,
+                });
+                // Filled in with the base offset (or the error) below.
                 responses.push(pb::PbProduceLogRespForBucket {
                     partition_id: b.partition_id,
                     bucket_id: b.bucket_id,
                     error_code: None,
                     error_message: None,
-                    base_offset: Some(info.first_offset),
+                    base_offset: None,
                     original_partition_name: None,
                 });
             }
@@ -218,50 +232,154 @@ pub async fn handle(
             }
         }
     }
-    if let Some(turn) = turn {
-        turn.done();
+    if appends.is_empty() {
+        if failed {
+            Metrics::add(&metrics.produce_failed, 1);
+        }
+        return Ok(pb::ProduceLogResponse {
+            buckets_resp: responses,
+        });
     }
-    // acks = -1: wait for every bucket's fsync at once (they run in parallel
-    // on the blocking pool and share fsyncs with concurrent requests).
-    let waits: Vec<_> = pending
-        .into_iter()
-        .map(|(i, replica, offset)| {
-            (
-                i,
-                tokio::spawn(async move { replica.wait_durable(offset).await }),
-            )
-        })
-        .collect();
-    // The client's timeout bounds the wait; the append itself stands (a
-    // retry with the same writer sequence is then acknowledged as a duplicate).
-    let timeout_ms = u64::try_from(r.timeout_ms).ok().filter(|&ms| ms > 0);
-    let deadline = tokio::time::Instant::now()
-        + Duration::from_millis(timeout_ms.unwrap_or(PRODUCE_WAIT_MS_MAX));
-    for (i, wait) in waits {
-        let outcome = match tokio::time::timeout_at(deadline, wait).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => Err(ApiError::new(
+
+    let (appended_tx, appended_rx) = oneshot::channel();
+    let durable = tokio::task::spawn_blocking(move || {
+        append_then_wait(appends, turn, wait_durable, appended_tx)
+    });
+    let outcomes: Vec<(Append, Result<AppendInfo, ApiError>)> = match appended_rx.await {
+        Ok(outcomes) => outcomes,
+        Err(_) => {
+            // The job ended before reporting (it panicked): nothing known.
+            let e = ApiError::new(
                 ErrorCode::UnknownServerError,
-                format!("durability wait failed: {e}"),
-            )),
-            Err(_) => Err(ApiError::new(
-                ErrorCode::RequestTimeOut,
-                format!(
-                    "the batches were written but not reported durable within timeout_ms = {}",
-                    r.timeout_ms
-                ),
-            )),
-        };
-        if let Err(e) = outcome {
-            failed = true;
-            let (bucket_id, partition_id) = (responses[i].bucket_id, responses[i].partition_id);
-            responses[i] = bucket_error(bucket_id, partition_id, &e);
+                "the append job ended without an outcome".to_owned(),
+            );
+            for response in &mut responses {
+                if response.error_code.is_none() {
+                    *response = bucket_error(response.bucket_id, response.partition_id, &e);
+                }
+            }
+            Metrics::add(&metrics.produce_failed, 1);
+            return Ok(pb::ProduceLogResponse {
+                buckets_resp: responses,
+            });
+        }
+    };
+    // Response indices of the buckets whose answer waits for an fsync.
+    let mut awaited: Vec<usize> = Vec::new();
+    for (append, outcome) in outcomes {
+        let response = &mut responses[append.response];
+        match outcome {
+            Ok(info) => {
+                if !info.duplicate {
+                    Metrics::add(&metrics.messages_in, append.record_count);
+                    Metrics::add(&metrics.bytes_in, append.records.len() as u64);
+                    if wait_durable && append.replica.tablet.ack_needs_sync() {
+                        awaited.push(append.response);
+                    }
+                }
+                response.base_offset = Some(info.first_offset);
+            }
+            Err(e) => {
+                failed = true;
+                *response = bucket_error(response.bucket_id, response.partition_id, &e);
+            }
         }
     }
+    if !awaited.is_empty() {
+        // The client's timeout bounds the wait; the append itself stands (a
+        // retry with the same writer sequence is then acknowledged as a
+        // duplicate).
+        let timeout_ms = u64::try_from(r.timeout_ms).ok().filter(|&ms| ms > 0);
+        let wait = Duration::from_millis(timeout_ms.unwrap_or(PRODUCE_WAIT_MS_MAX));
+        let waited: Vec<(usize, Result<(), ApiError>)> = match tokio::time::timeout(wait, durable)
+            .await
+        {
+            Ok(Ok(waited)) => waited,
+            Ok(Err(e)) => every_durable_wait_failed(
+                &awaited,
+                ApiError::new(
+                    ErrorCode::UnknownServerError,
+                    format!("durability wait failed: {e}"),
+                ),
+            ),
+            Err(_) => every_durable_wait_failed(
+                &awaited,
+                ApiError::new(
+                    ErrorCode::RequestTimeOut,
+                    format!(
+                        "the batches were written but not reported durable within timeout_ms = {}",
+                        r.timeout_ms
+                    ),
+                ),
+            ),
+        };
+        for (i, outcome) in waited {
+            if let Err(e) = outcome {
+                failed = true;
+                let (bucket_id, partition_id) = (responses[i].bucket_id, responses[i].partition_id);
+                responses[i] = bucket_error(bucket_id, partition_id, &e);
+            }
+        }
+    }
+    // Otherwise the job (if still publishing for acks 0/1) runs on detached.
     if failed {
         Metrics::add(&metrics.produce_failed, 1);
     }
     Ok(pb::ProduceLogResponse {
         buckets_resp: responses,
     })
+}
+
+/// `error` for every bucket whose answer waited for durability.
+fn every_durable_wait_failed(
+    awaited: &[usize],
+    error: ApiError,
+) -> Vec<(usize, Result<(), ApiError>)> {
+    awaited.iter().map(|&i| (i, Err(error.clone()))).collect()
+}
+
+/// The blocking job of one ProduceLog request: appends every bucket in
+/// order, releases the connection's append turn, sends the append outcomes
+/// on `appended`, then waits for durability. Returns, for acks = -1, each
+/// waited bucket's response index and outcome; for acks 0/1 the batches are
+/// made durable (and so visible) and nothing is returned (nobody waits).
+fn append_then_wait(
+    appends: Vec<Append>,
+    turn: Option<AppendTurn>,
+    wait_durable: bool,
+    appended: oneshot::Sender<Vec<(Append, Result<AppendInfo, ApiError>)>>,
+) -> Vec<(usize, Result<(), ApiError>)> {
+    let mut outcomes = Vec::with_capacity(appends.len());
+    for append in appends {
+        let outcome = append.replica.append_blocking(&append.records);
+        outcomes.push((append, outcome));
+    }
+    if let Some(turn) = turn {
+        turn.done();
+    }
+    // What to make durable: (response index, replica, last offset).
+    let to_sync: Vec<(usize, Arc<Replica>, i64)> = outcomes
+        .iter()
+        .filter_map(|(append, outcome)| match outcome {
+            Ok(info) if !info.duplicate && append.replica.tablet.ack_needs_sync() => Some((
+                append.response,
+                Arc::clone(&append.replica),
+                info.last_offset,
+            )),
+            _ => None,
+        })
+        .collect();
+    // The receiver is gone only if the request was abandoned; the appends
+    // stand and are still made durable below.
+    let _ = appended.send(outcomes);
+    let mut waited = Vec::with_capacity(to_sync.len());
+    for (response, replica, last_offset) in to_sync {
+        let outcome = replica.wait_durable_blocking(last_offset);
+        if wait_durable {
+            waited.push((response, outcome));
+        } else if let Err(e) = outcome {
+            error!(bucket = %replica.bucket, error = %e, "background fsync failed");
+        }
+    }
+    waited
 }
