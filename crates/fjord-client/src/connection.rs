@@ -7,12 +7,15 @@
 //! request still waiting, so no caller hangs on a dead connection.
 
 use std::collections::HashMap;
+use std::io::IoSlice;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
+use fjord_proto::messages as pb;
 use fjord_proto::{
-    encode_request, ApiError, ApiKey, ErrorCode, FrameDecoder, RequestHeader, ResponseFrame,
+    encode_produce_log_request_chunks, encode_request, ApiError, ApiKey, ErrorCode, FrameDecoder,
+    RequestHeader, ResponseFrame,
 };
 use prost::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -52,7 +55,10 @@ struct Inner {
 
 struct WriteSide {
     socket: OwnedWriteHalf,
+    /// Frame scaffolding (or whole small frames) being written.
     buf: BytesMut,
+    /// The chunks of a ProduceLog frame being written (kept for its capacity).
+    chunks: Vec<Bytes>,
 }
 
 impl ServerConnection {
@@ -72,6 +78,7 @@ impl ServerConnection {
             writer: tokio::sync::Mutex::new(WriteSide {
                 socket: write_half,
                 buf: BytesMut::new(),
+                chunks: Vec::new(),
             }),
             pending: Mutex::new(Some(HashMap::new())),
             next_request_id: AtomicI32::new(0),
@@ -119,22 +126,16 @@ impl ServerConnection {
         self.send(api, request).await?.wait_raw().await
     }
 
-    /// Writes `request` to the socket now and returns the handle its answer
-    /// arrives on. Requests sent one after another by one task reach the
-    /// server in that order, which a pipelining writer relies on (its
-    /// batches of one bucket must append in sequence order).
-    pub async fn send<Req: Message>(&self, api: ApiKey, request: &Req) -> Result<PendingResponse> {
-        let request_id = self.inner.next_request_id.fetch_add(1, Ordering::Relaxed) & i32::MAX;
-        let (tx, rx) = oneshot::channel();
-        {
-            let mut pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
-            match pending.as_mut() {
-                Some(map) => {
-                    map.insert(request_id, tx);
-                }
-                None => return Err(self.closed(api)),
-            }
-        }
+    /// Like [`ServerConnection::send`] for a ProduceLog request, whose
+    /// batches go to the socket as they are (a vectored write of the frame's
+    /// protobuf scaffolding and the encoded batches) instead of being copied
+    /// into the frame buffer first: one copy of every batch saved.
+    pub async fn send_produce_log(
+        &self,
+        request: pb::ProduceLogRequest,
+    ) -> Result<PendingResponse> {
+        let api = ApiKey::ProduceLog;
+        let (request_id, rx) = self.register(api)?;
         let header = RequestHeader {
             api_key: api.id(),
             api_version: api.served_versions().map_or(0, |v| v.max),
@@ -142,7 +143,62 @@ impl ServerConnection {
         };
         {
             let mut write = self.inner.writer.lock().await;
-            let WriteSide { socket, buf } = &mut *write;
+            let WriteSide {
+                socket,
+                buf,
+                chunks,
+            } = &mut *write;
+            buf.clear();
+            chunks.clear();
+            if let Err(e) = encode_produce_log_request_chunks(buf, header, request, chunks) {
+                self.inner.forget(request_id);
+                return Err(ClientError::Invalid(e.to_string()));
+            }
+            let written = write_all_chunks(socket, chunks).await;
+            chunks.clear();
+            if let Err(source) = written {
+                self.inner.forget(request_id);
+                return Err(ClientError::Io {
+                    addr: self.inner.addr.clone(),
+                    source,
+                });
+            }
+        }
+        Ok(PendingResponse {
+            connection: self.clone(),
+            api,
+            rx,
+        })
+    }
+
+    /// Takes the next request id and registers its answer's slot.
+    fn register(&self, api: ApiKey) -> Result<(i32, oneshot::Receiver<Reply>)> {
+        let request_id = self.inner.next_request_id.fetch_add(1, Ordering::Relaxed) & i32::MAX;
+        let (tx, rx) = oneshot::channel();
+        let mut pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
+        match pending.as_mut() {
+            Some(map) => {
+                map.insert(request_id, tx);
+                Ok((request_id, rx))
+            }
+            None => Err(self.closed(api)),
+        }
+    }
+
+    /// Writes `request` to the socket now and returns the handle its answer
+    /// arrives on. Requests sent one after another by one task reach the
+    /// server in that order, which a pipelining writer relies on (its
+    /// batches of one bucket must append in sequence order).
+    pub async fn send<Req: Message>(&self, api: ApiKey, request: &Req) -> Result<PendingResponse> {
+        let (request_id, rx) = self.register(api)?;
+        let header = RequestHeader {
+            api_key: api.id(),
+            api_version: api.served_versions().map_or(0, |v| v.max),
+            request_id,
+        };
+        {
+            let mut write = self.inner.writer.lock().await;
+            let WriteSide { socket, buf, .. } = &mut *write;
             buf.clear();
             if let Err(e) = encode_request(buf, header, request) {
                 self.inner.forget(request_id);
@@ -271,6 +327,44 @@ impl Inner {
             let _ = sender.send(Err(reason.clone()));
         }
     }
+}
+
+/// Most buffers handed to one vectored write.
+const IOV_MAX_CHUNKS: usize = 64;
+
+/// Writes every chunk, in order, with vectored writes.
+async fn write_all_chunks(
+    socket: &mut OwnedWriteHalf,
+    chunks: &mut [Bytes],
+) -> std::io::Result<()> {
+    let mut first = 0;
+    while first < chunks.len() {
+        if chunks[first].is_empty() {
+            first += 1;
+            continue;
+        }
+        let mut slices = [IoSlice::new(&[]); IOV_MAX_CHUNKS];
+        let mut count = 0;
+        for (slot, chunk) in slices.iter_mut().zip(&chunks[first..]) {
+            *slot = IoSlice::new(chunk);
+            count += 1;
+        }
+        let mut written = socket.write_vectored(&slices[..count]).await?;
+        if written == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while written > 0 {
+            let len = chunks[first].len();
+            if written >= len {
+                written -= len;
+                first += 1;
+            } else {
+                chunks[first].advance(written);
+                written = 0;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Reads response frames until the socket closes or a frame is malformed;

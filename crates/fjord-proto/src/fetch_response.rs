@@ -16,16 +16,13 @@ use crate::frame::{
     frame_length, FrameError, LENGTH_FIELD_BYTES, RESPONSE_HEADER_BYTES, RESPONSE_TYPE_SUCCESS,
 };
 use crate::messages::FetchLogResponse;
+use crate::wire::{put_key, put_varint, WIRE_TYPE_LEN, WIRE_TYPE_VARINT};
 
 /// Record payloads up to this size are copied into the scratch buffer rather
 /// than handed over as their own chunk: one more entry in a vectored write
 /// costs more than copying a few hundred bytes.
 pub const INLINE_RECORDS_MAX_BYTES: usize = 512;
 
-/// Protobuf wire type of length-delimited fields.
-const WIRE_TYPE_LEN: u32 = 2;
-/// Protobuf wire type of varint fields.
-const WIRE_TYPE_VARINT: u32 = 0;
 /// `FetchLogResponse.tables_resp`.
 const TAG_TABLES_RESP: u32 = 1;
 /// `PbFetchLogRespForTable.table_id`.
@@ -34,18 +31,6 @@ const TAG_TABLE_ID: u32 = 1;
 const TAG_BUCKETS_RESP: u32 = 2;
 /// `PbFetchLogRespForBucket.records`.
 const TAG_RECORDS: u32 = 8;
-
-fn put_varint(buf: &mut BytesMut, mut value: u64) {
-    while value >= 0x80 {
-        buf.put_u8((value as u8) | 0x80);
-        value >>= 7;
-    }
-    buf.put_u8(value as u8);
-}
-
-fn put_key(buf: &mut BytesMut, tag: u32, wire_type: u32) {
-    put_varint(buf, u64::from(tag << 3 | wire_type));
-}
 
 /// Appends a success frame answering `request_id` with `response` to
 /// `chunks`, as byte chunks to be written in order. Protobuf scaffolding is

@@ -299,11 +299,10 @@ impl Sender {
         // The frame is written here, by the sender task, so the requests of
         // one bucket reach the server in sequence order; only the wait for
         // the answer runs in its own task.
-        let sent =
-            match tokio::time::timeout(wait, connection.send(ApiKey::ProduceLog, &request)).await {
-                Ok(sent) => sent,
-                Err(_) => Err(no_answer(&connection, wait)),
-            };
+        let sent = match tokio::time::timeout(wait, connection.send_produce_log(request)).await {
+            Ok(sent) => sent,
+            Err(_) => Err(no_answer(&connection, wait)),
+        };
         self.requests.spawn(async move {
             let result = match sent {
                 Err(e) => Err(e),
