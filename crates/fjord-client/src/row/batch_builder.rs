@@ -568,6 +568,9 @@ pub struct RowBatchBuilder {
     bitmap_columns: usize,
     /// Rows of the last finished batch: how many the next one reserves.
     last_rows: usize,
+    /// Estimated bytes of the last finished batch (its bytes per row size
+    /// the next batch in [`RowBatchBuilder::prepare`]).
+    last_bytes: usize,
 }
 
 impl RowBatchBuilder {
@@ -600,6 +603,7 @@ impl RowBatchBuilder {
             row_fixed_bytes,
             bitmap_columns,
             last_rows: INITIAL_ROWS,
+            last_bytes: 0,
         })
     }
 
@@ -717,19 +721,28 @@ impl RowBatchBuilder {
 
     /// Readies an empty builder for its next batch: writes into `recycled`'s
     /// buffers (see [`RowBatchBuilder::recycle`]) when given, and makes
-    /// room for as many rows and bytes as the last finished batch had, so
-    /// that batch size appends without reallocating. Per batch, not per row.
-    pub fn prepare(&mut self, recycled: Option<RecordBatch>) {
+    /// room for a batch of `expected_bytes` ([`RowBatchBuilder::estimated_bytes`])
+    /// with rows shaped like the last finished batch's — or for as many rows
+    /// and bytes as that batch had, when `expected_bytes` is 0 or smaller —
+    /// so such a batch appends without reallocating. Per batch, not per row.
+    pub fn prepare(&mut self, recycled: Option<RecordBatch>, expected_bytes: usize) {
         if self.rows != 0 {
             return;
         }
         if let Some(batch) = recycled {
             self.recycle(batch);
         }
-        let rows = self.last_rows;
+        let last_rows = self.last_rows.max(1);
+        let row_bytes = (self.last_bytes / last_rows)
+            .max(self.row_fixed_bytes)
+            .max(1);
+        // One row more than the estimate: a batch is sealed by the row that
+        // crosses its size.
+        let rows = last_rows.max(expected_bytes / row_bytes + 1);
         for column in &mut self.columns {
             column.adopt_spares();
-            column.presize(rows, column.last_var_bytes);
+            let var_bytes = column.last_var_bytes.div_ceil(last_rows) * rows;
+            column.presize(rows, var_bytes);
         }
     }
 
@@ -737,7 +750,7 @@ impl RowBatchBuilder {
     /// the builder is empty afterwards, with room for a batch of this size.
     pub fn finish(&mut self) -> Result<RecordBatch> {
         let batch = self.finish_and_release()?;
-        self.prepare(None);
+        self.prepare(None, 0);
         Ok(batch)
     }
 
@@ -752,6 +765,7 @@ impl RowBatchBuilder {
             arrays.push(column.finish(field, rows)?);
         }
         self.last_rows = rows;
+        self.last_bytes = self.estimated_bytes();
         self.rows = 0;
         self.bytes = 0;
         let options = RecordBatchOptions::new().with_row_count(Some(rows));

@@ -279,20 +279,18 @@ impl Accumulator {
             if let Some(e) = shared.failure() {
                 return Err(e);
             }
-        }
-        if was_empty {
-            // Once per batch: write into a recycled batch's buffers, sized
-            // for a batch like this bucket's last one.
-            slot.builder.prepare(shared.recycled.take());
-        }
-        slot.builder.append(row)?;
-        if was_empty {
-            // Once per batch: its age and size rules.
+            // Its age and size rules (set again by the next row should this
+            // one be refused).
             slot.opened_at = Instant::now();
             slot.seal_at_bytes = seal_threshold(batch_size, shared.ratio(), pool.total_bytes());
             slot.chunk_bytes =
                 (slot.seal_at_bytes / 4).clamp(RESERVE_CHUNK_MIN_BYTES, RESERVE_CHUNK_BYTES);
+            // Its memory: a recycled batch's buffers, grown (if need be)
+            // to the size at which it will be sealed, so no row reallocates.
+            slot.builder
+                .prepare(shared.recycled.take(), slot.seal_at_bytes);
         }
+        slot.builder.append(row)?;
         let bytes = slot.builder.estimated_bytes();
         let seal_at = slot.seal_at_bytes;
         if bytes > slot.reserved_bytes {

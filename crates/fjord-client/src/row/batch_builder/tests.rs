@@ -525,7 +525,7 @@ fn a_released_builder_keeps_no_memory_and_prepare_sizes_it_for_the_last_batch() 
         "{}",
         builder.allocated_bytes()
     );
-    builder.prepare(None);
+    builder.prepare(None, 0);
     // Ids (8 bytes), offsets (4) and at least 2 bytes of text per row.
     assert!(builder.allocated_bytes() >= 10_000 * (8 + 4 + 2));
     let next = released_batch(&mut builder, 100, 2);
@@ -536,12 +536,31 @@ fn a_released_builder_keeps_no_memory_and_prepare_sizes_it_for_the_last_batch() 
 }
 
 #[test]
+fn prepare_makes_room_for_the_expected_batch_in_the_last_batchs_shape() {
+    let mut builder = builder(&[("id", DataType::bigint()), ("s", DataType::string())]);
+    let small = released_batch(&mut builder, 0, 100);
+    let row_bytes = builder.last_bytes / 100;
+    // A batch expected 50 times larger than the last one, in recycled
+    // memory too small for it: the buffers grow once, here, not per row.
+    builder.prepare(Some(small), 5_000 * row_bytes);
+    let room = builder.allocated_bytes();
+    assert!(room >= 5_000 * row_bytes, "{room} < {}", 5_000 * row_bytes);
+    for i in 0..5_000 {
+        builder
+            .append(&[Datum::BigInt(i), Datum::String("s00")][..])
+            .unwrap();
+    }
+    assert_eq!(builder.allocated_bytes(), room, "no row reallocated");
+    assert_eq!(builder.finish_and_release().unwrap().num_rows(), 5_000);
+}
+
+#[test]
 fn a_batch_written_into_recycled_buffers_holds_exactly_its_own_rows() {
     let mut builder = builder(&[("id", DataType::bigint()), ("s", DataType::string())]);
     let first = released_batch(&mut builder, 0, 1_000);
     let ids = first.column(0).to_data().buffers()[0].as_ptr();
     let text = first.column(1).to_data().buffers()[1].as_ptr();
-    builder.prepare(Some(first));
+    builder.prepare(Some(first), 0);
     let second = released_batch(&mut builder, 5_000, 3);
     // The memory is the first batch's, the rows only the second's.
     assert_eq!(second.column(0).to_data().buffers()[0].as_ptr(), ids);
@@ -560,7 +579,7 @@ fn a_batch_written_into_recycled_buffers_holds_exactly_its_own_rows() {
 fn a_recycled_builder_after_a_failed_row_holds_only_the_rows_that_went_in() {
     let mut builder = builder(&[("id", DataType::bigint()), ("s", DataType::string())]);
     let first = released_batch(&mut builder, 0, 1_000);
-    builder.prepare(Some(first));
+    builder.prepare(Some(first), 0);
     builder
         .append(&[Datum::BigInt(7), Datum::String("kept")][..])
         .unwrap();
@@ -577,7 +596,7 @@ fn a_recycled_builder_after_a_failed_row_holds_only_the_rows_that_went_in() {
         vec![(7, "kept".to_owned()), (9, "too".to_owned())]
     );
     // A failed first row leaves the prepared builder empty and usable.
-    builder.prepare(Some(batch));
+    builder.prepare(Some(batch), 0);
     assert!(builder.append(&[Datum::Null, Datum::Int(1)][..]).is_err());
     assert!(builder.is_empty());
     let after = released_batch(&mut builder, 20, 1);
@@ -589,7 +608,7 @@ fn a_batch_still_held_elsewhere_lends_nothing() {
     let mut builder = builder(&[("id", DataType::bigint()), ("s", DataType::string())]);
     let first = released_batch(&mut builder, 0, 1_000);
     let held = first.clone();
-    builder.prepare(Some(first));
+    builder.prepare(Some(first), 0);
     let second = released_batch(&mut builder, 1_000, 1);
     assert_ne!(
         second.column(0).to_data().buffers()[0].as_ptr(),
