@@ -221,9 +221,37 @@ impl Accumulator {
     }
 
     /// The slot of `key`, created (once per bucket) on first use. Touches
-    /// no reference count: this runs per row.
-    #[inline]
+    /// no reference count: this runs per row, so the common case (the
+    /// slot exists; for a partitioned table, in the previous row's
+    /// partition) is inlined and the rest is out of line.
+    #[inline(always)]
     fn slot(&mut self, key: BucketKey) -> Result<&mut Slot> {
+        let index = usize::try_from(key.1).unwrap_or(usize::MAX);
+        let partition = match (key.0, self.last_partition) {
+            (None, _) => None,
+            (Some(id), Some((last, at))) if id == last => Some(at),
+            (Some(_), _) => return self.slot_slow(key),
+        };
+        let slots = match partition {
+            None => &self.plain,
+            Some(at) => &self.partition_slots[at],
+        };
+        if !matches!(slots.get(index), Some(Some(_))) {
+            return self.slot_slow(key);
+        }
+        let slots = match partition {
+            None => &mut self.plain,
+            Some(at) => &mut self.partition_slots[at],
+        };
+        slots[index]
+            .as_mut()
+            .ok_or_else(|| bucket_out_of_range(key.1, self.bucket_count))
+    }
+
+    /// [`Accumulator::slot`] for a bucket's first row or another partition
+    /// than the previous row's; also reports a bucket out of range.
+    #[inline(never)]
+    fn slot_slow(&mut self, key: BucketKey) -> Result<&mut Slot> {
         let count = self.bucket_count;
         let index = usize::try_from(key.1)
             .ok()
@@ -684,6 +712,26 @@ mod tests {
                 (Some(3), vec![30])
             ]
         );
+    }
+
+    #[test]
+    fn a_bucket_outside_the_table_is_refused_on_both_slot_paths() {
+        let shared = idle_shared();
+        let (mut acc, _rx) = one_bucket_accumulator();
+        acc.append_row(Some(1), &[Datum::BigInt(1)], &shared)
+            .unwrap();
+        // Partition 1 is the previous row's (inline path), 2 is not.
+        for key in [
+            (None, 1),
+            (None, -1),
+            (Some(1), 1),
+            (Some(1), -1),
+            (Some(2), 7),
+        ] {
+            let e = acc.slot(key).err().expect("refused");
+            assert!(e.to_string().contains("out of range"), "{key:?}: {e}");
+        }
+        assert!(acc.slot((Some(1), 0)).is_ok());
     }
 
     #[test]
