@@ -26,7 +26,7 @@ use fjord_proto::{
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
@@ -149,7 +149,7 @@ async fn serve_connection(node: Arc<Node>, stream: TcpStream) {
         node,
         in_flight,
         shutdown: node_shutdown,
-        last_append: None,
+        appends: api::AppendLane::default(),
         tx,
     };
 
@@ -261,9 +261,8 @@ struct Dispatcher {
     /// Free in-flight slots of this connection.
     in_flight: Arc<Semaphore>,
     shutdown: watch::Receiver<bool>,
-    /// The previous ProduceLog's "appended" signal: produce requests append
-    /// in arrival order (see api::AppendTurn).
-    last_append: Option<oneshot::Receiver<()>>,
+    /// ProduceLog requests append in arrival order (see api::AppendLane).
+    appends: api::AppendLane,
     /// Answers to the connection's writer task.
     tx: mpsc::Sender<Outgoing>,
 }
@@ -279,11 +278,7 @@ impl Dispatcher {
             },
             _ = self.shutdown.wait_for(|s| *s) => return false,
         };
-        let turn = (frame.header.api_key == ApiKey::ProduceLog as i16).then(|| {
-            let (turn, next) = api::AppendTurn::after(self.last_append.take());
-            self.last_append = Some(next);
-            turn
-        });
+        let turn = (frame.header.api_key == ApiKey::ProduceLog as i16).then(|| self.appends.turn());
         let node = Arc::clone(&self.node);
         let tx = self.tx.clone();
         tokio::spawn(async move {

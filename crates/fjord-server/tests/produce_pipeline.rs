@@ -297,3 +297,77 @@ async fn large_frames_back_to_back_each_keep_their_own_bytes_when_buffers_are_re
     );
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_pipelined_request_that_fails_early_does_not_stall_the_appends_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let mut c = server.client().await;
+    let info = create_db_and_table(&mut c, "db", "t").await;
+    let Response::InitWriter(w) = c
+        .call(Request::InitWriter(pb::InitWriterRequest::default()))
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    // seq 0, then a request refused before it appends (acks 5), an unknown
+    // table, then seq 1 and 2: all in one write.
+    let mut frames = BytesMut::new();
+    let requests = [
+        produce(
+            info.table_id,
+            vec![(0, batch(0..3, 1, Some((w.writer_id, 0))))],
+            -1,
+        ),
+        produce(info.table_id, vec![(0, batch(100..103, 1, None))], 5),
+        produce(987_654, vec![(0, batch(200..203, 1, None))], -1),
+        produce(
+            info.table_id,
+            vec![(0, batch(3..6, 1, Some((w.writer_id, 1))))],
+            -1,
+        ),
+        produce(
+            info.table_id,
+            vec![(0, batch(6..9, 1, Some((w.writer_id, 2))))],
+            -1,
+        ),
+    ];
+    for (id, request) in requests.iter().enumerate() {
+        request
+            .encode_frame(&mut frames, 0, id as i32)
+            .expect("encode");
+    }
+    c.send_raw(&frames).await;
+    let mut outcomes = Vec::new();
+    for _ in 0..requests.len() {
+        match c.read_frame().await.expect("an answer") {
+            ResponseFrame::Success { request_id, body } => {
+                let Response::ProduceLog(r) = decode_response(ApiKey::ProduceLog, 0, body).unwrap()
+                else {
+                    panic!()
+                };
+                let b = &r.buckets_resp[0];
+                outcomes.push((request_id, b.error_code.is_none(), b.base_offset));
+            }
+            ResponseFrame::Error { request_id, .. } => outcomes.push((request_id, false, None)),
+            ResponseFrame::ServerFailure { error } => panic!("server failure: {error}"),
+        }
+    }
+    outcomes.sort_unstable();
+    assert_eq!(
+        outcomes,
+        vec![
+            (0, true, Some(0)),
+            (1, false, None),
+            (2, false, None),
+            (3, true, Some(3)),
+            (4, true, Some(6)),
+        ]
+    );
+    assert_eq!(
+        fetched_ids(&mut c, info.table_id, 0, 0).await,
+        (0..9).collect::<Vec<_>>()
+    );
+    server.stop().await;
+}

@@ -37,7 +37,7 @@ mod partitions;
 mod produce_log;
 mod table_exists;
 
-pub use produce_log::AppendTurn;
+pub use produce_log::{AppendLane, AppendTurn};
 
 /// Runs `request` against `node` and returns its response or the error to
 /// answer with.

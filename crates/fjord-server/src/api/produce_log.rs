@@ -4,10 +4,13 @@
 //!
 //! acks: `0` and `1` answer once the batches are written; `-1` answers once
 //! the storage engine reports them durable under its flush policy (group
-//! commit: the buckets of one request share the wait). A request's appends
-//! and waits run in one blocking-pool job.
+//! commit: the buckets of one request share the wait). The appends of a
+//! connection's requests run in arrival order in one blocking-pool job that
+//! drains the connection's [`AppendLane`]; the durability waits of a request
+//! run in one blocking-pool job of their own.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -110,41 +113,148 @@ fn bucket_error(
     }
 }
 
-/// A ProduceLog request's place in its connection's order of appends.
+/// A connection's lane of appends: the ProduceLog requests of one
+/// connection append in the order they arrived.
 ///
 /// Requests of one connection run concurrently (a slow fsync or long-poll
 /// must not hold up the next request), but a client pipelining several
 /// batches of one bucket relies on them being appended in the order it sent
 /// them: an idempotent writer's batch sequences are checked in that order,
-/// and a reordering would be refused as out of order and retried. So each
-/// ProduceLog waits for the previous one's appends (not its durability wait)
-/// before appending, and releases the next when its own appends are done —
-/// or when it is dropped, so an early error never stalls the connection.
-pub struct AppendTurn {
-    previous: Option<oneshot::Receiver<()>>,
-    appended: oneshot::Sender<()>,
+/// and a reordering would be refused as out of order and retried. So the
+/// reader takes an [`AppendTurn`] per ProduceLog as it arrives; each request
+/// hands its appends to its turn once its headers are checked, and one
+/// blocking-pool job drains the lane in turn order, appending request after
+/// request with no hand-off between them while work is queued. A turn
+/// dropped without appends (an early error) is skipped, so it never stalls
+/// the connection.
+#[derive(Clone, Default)]
+pub struct AppendLane {
+    state: Arc<Mutex<LaneState>>,
 }
 
-impl AppendTurn {
-    /// The turn after `previous` (None for a connection's first ProduceLog),
-    /// and the receiver the next turn waits on.
-    pub fn after(previous: Option<oneshot::Receiver<()>>) -> (Self, oneshot::Receiver<()>) {
-        let (appended, next) = oneshot::channel();
-        (Self { previous, appended }, next)
-    }
+#[derive(Default)]
+struct LaneState {
+    /// Turn number of `slots[0]`.
+    head: u64,
+    /// Turn number the next ticket gets.
+    next: u64,
+    /// Turns not yet drained, in arrival order.
+    slots: VecDeque<Slot>,
+    /// Whether a drain job is running (at most one per lane).
+    draining: bool,
+}
 
-    /// Waits until the previous request has appended (or given up).
-    async fn wait(&mut self) {
-        if let Some(previous) = self.previous.take() {
-            // An Err means the previous request ended without appending:
-            // equally our turn.
-            let _ = previous.await;
+enum Slot {
+    /// The request has not handed over its appends yet.
+    Waiting,
+    /// Appends to make, and where to report their outcomes.
+    Ready(AppendJob),
+    /// The request ended without appending.
+    Skipped,
+}
+
+/// One request's appends and the channel its outcomes go back on.
+struct AppendJob {
+    appends: Vec<Append>,
+    reply: oneshot::Sender<Vec<(Append, Result<AppendInfo, ApiError>)>>,
+}
+
+impl AppendLane {
+    /// The next turn, in arrival order. Must be taken by the connection's
+    /// reader as the request arrives.
+    pub fn turn(&self) -> AppendTurn {
+        let mut state = lock_lane(&self.state);
+        let seq = state.next;
+        state.next += 1;
+        state.slots.push_back(Slot::Waiting);
+        AppendTurn {
+            lane: self.clone(),
+            seq,
+            filled: false,
         }
     }
 
-    /// Lets the next request append.
-    fn done(self) {
-        let _ = self.appended.send(());
+    /// Puts `slot` in turn `seq`'s place; starts a drain job if none runs
+    /// and the first turn is ready.
+    fn fill(&self, seq: u64, slot: Slot) {
+        let start = {
+            let mut state = lock_lane(&self.state);
+            let Some(index) = seq
+                .checked_sub(state.head)
+                .and_then(|i| usize::try_from(i).ok())
+            else {
+                return;
+            };
+            if let Some(place) = state.slots.get_mut(index) {
+                *place = slot;
+            }
+            let first_ready = !matches!(state.slots.front(), None | Some(Slot::Waiting));
+            let start = first_ready && !state.draining;
+            if start {
+                state.draining = true;
+            }
+            start
+        };
+        if start {
+            let lane = self.clone();
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    runtime.spawn_blocking(move || lane.drain());
+                }
+                // No runtime (a turn dropped during shutdown): drain here.
+                Err(_) => lane.drain(),
+            }
+        }
+    }
+
+    /// Appends turn after turn until the lane is empty or its first turn
+    /// is still waiting for its request.
+    fn drain(&self) {
+        loop {
+            let slot = {
+                let mut state = lock_lane(&self.state);
+                if matches!(state.slots.front(), None | Some(Slot::Waiting)) {
+                    state.draining = false;
+                    return;
+                }
+                state.head += 1;
+                state.slots.pop_front()
+            };
+            if let Some(Slot::Ready(job)) = slot {
+                let outcomes = run_appends(job.appends);
+                // The receiver is gone only if the request was abandoned;
+                // the appends stand either way.
+                let _ = job.reply.send(outcomes);
+            }
+        }
+    }
+}
+
+fn lock_lane(state: &Mutex<LaneState>) -> MutexGuard<'_, LaneState> {
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A ProduceLog request's place in its connection's [`AppendLane`].
+pub struct AppendTurn {
+    lane: AppendLane,
+    seq: u64,
+    filled: bool,
+}
+
+impl AppendTurn {
+    /// Hands this request's appends to the lane; the outcomes come back on
+    /// `reply` once every earlier turn has appended or been skipped.
+    fn submit(mut self, job: AppendJob) {
+        self.filled = true;
+        self.lane.fill(self.seq, Slot::Ready(job));
+    }
+}
+
+impl Drop for AppendTurn {
+    fn drop(&mut self) {
+        if !self.filled {
+            self.lane.fill(self.seq, Slot::Skipped);
+        }
     }
 }
 
@@ -170,11 +280,8 @@ struct Append {
 pub async fn handle(
     node: &Node,
     r: pb::ProduceLogRequest,
-    mut turn: Option<AppendTurn>,
+    turn: Option<AppendTurn>,
 ) -> Result<pb::ProduceLogResponse, ApiError> {
-    if let Some(turn) = turn.as_mut() {
-        turn.wait().await;
-    }
     let metrics = &node.metrics;
     Metrics::add(&metrics.produce_requests, 1);
     if !matches!(r.acks, -1..=1) {
@@ -242,9 +349,18 @@ pub async fn handle(
     }
 
     let (appended_tx, appended_rx) = oneshot::channel();
-    let durable = tokio::task::spawn_blocking(move || {
-        append_then_wait(appends, turn, wait_durable, appended_tx)
-    });
+    let job = AppendJob {
+        appends,
+        reply: appended_tx,
+    };
+    match turn {
+        Some(turn) => turn.submit(job),
+        None => {
+            tokio::task::spawn_blocking(move || {
+                let _ = job.reply.send(run_appends(job.appends));
+            });
+        }
+    }
     let outcomes: Vec<(Append, Result<AppendInfo, ApiError>)> = match appended_rx.await {
         Ok(outcomes) => outcomes,
         Err(_) => {
@@ -266,6 +382,8 @@ pub async fn handle(
     };
     // Response indices of the buckets whose answer waits for an fsync.
     let mut awaited: Vec<usize> = Vec::new();
+    // What to make durable: (response index, replica, last offset).
+    let mut to_sync: Vec<(usize, Arc<Replica>, i64)> = Vec::new();
     for (append, outcome) in outcomes {
         let response = &mut responses[append.response];
         match outcome {
@@ -273,8 +391,11 @@ pub async fn handle(
                 if !info.duplicate {
                     Metrics::add(&metrics.messages_in, append.record_count);
                     Metrics::add(&metrics.bytes_in, append.records.len() as u64);
-                    if wait_durable && append.replica.tablet.ack_needs_sync() {
-                        awaited.push(append.response);
+                    if append.replica.tablet.ack_needs_sync() {
+                        if wait_durable {
+                            awaited.push(append.response);
+                        }
+                        to_sync.push((append.response, append.replica, info.last_offset));
                     }
                 }
                 response.base_offset = Some(info.first_offset);
@@ -285,34 +406,38 @@ pub async fn handle(
             }
         }
     }
-    if !awaited.is_empty() {
+    // One blocking-pool job waits for every bucket's fsync (group commit
+    // shares them with concurrent requests); for acks 0/1 it runs detached
+    // and makes the batches durable, and so visible, after the answer.
+    let durable = (!to_sync.is_empty())
+        .then(|| tokio::task::spawn_blocking(move || wait_durable_all(to_sync, wait_durable)));
+    if let Some(durable) = durable.filter(|_| !awaited.is_empty()) {
         // The client's timeout bounds the wait; the append itself stands (a
         // retry with the same writer sequence is then acknowledged as a
         // duplicate).
         let timeout_ms = u64::try_from(r.timeout_ms).ok().filter(|&ms| ms > 0);
         let wait = Duration::from_millis(timeout_ms.unwrap_or(PRODUCE_WAIT_MS_MAX));
-        let waited: Vec<(usize, Result<(), ApiError>)> = match tokio::time::timeout(wait, durable)
-            .await
-        {
-            Ok(Ok(waited)) => waited,
-            Ok(Err(e)) => every_durable_wait_failed(
-                &awaited,
-                ApiError::new(
-                    ErrorCode::UnknownServerError,
-                    format!("durability wait failed: {e}"),
+        let waited: Vec<(usize, Result<(), ApiError>)> =
+            match tokio::time::timeout(wait, durable).await {
+                Ok(Ok(waited)) => waited,
+                Ok(Err(e)) => every_durable_wait_failed(
+                    &awaited,
+                    ApiError::new(
+                        ErrorCode::UnknownServerError,
+                        format!("durability wait failed: {e}"),
+                    ),
                 ),
-            ),
-            Err(_) => every_durable_wait_failed(
-                &awaited,
-                ApiError::new(
-                    ErrorCode::RequestTimeOut,
-                    format!(
+                Err(_) => every_durable_wait_failed(
+                    &awaited,
+                    ApiError::new(
+                        ErrorCode::RequestTimeOut,
+                        format!(
                         "the batches were written but not reported durable within timeout_ms = {}",
                         r.timeout_ms
                     ),
+                    ),
                 ),
-            ),
-        };
+            };
         for (i, outcome) in waited {
             if let Err(e) = outcome {
                 failed = true;
@@ -321,7 +446,6 @@ pub async fn handle(
             }
         }
     }
-    // Otherwise the job (if still publishing for acks 0/1) runs on detached.
     if failed {
         Metrics::add(&metrics.produce_failed, 1);
     }
@@ -338,44 +462,28 @@ fn every_durable_wait_failed(
     awaited.iter().map(|&i| (i, Err(error.clone()))).collect()
 }
 
-/// The blocking job of one ProduceLog request: appends every bucket in
-/// order, releases the connection's append turn, sends the append outcomes
-/// on `appended`, then waits for durability. Returns, for acks = -1, each
-/// waited bucket's response index and outcome; for acks 0/1 the batches are
-/// made durable (and so visible) and nothing is returned (nobody waits).
-fn append_then_wait(
-    appends: Vec<Append>,
-    turn: Option<AppendTurn>,
-    wait_durable: bool,
-    appended: oneshot::Sender<Vec<(Append, Result<AppendInfo, ApiError>)>>,
-) -> Vec<(usize, Result<(), ApiError>)> {
-    let mut outcomes = Vec::with_capacity(appends.len());
-    for append in appends {
-        let outcome = append.replica.append_blocking(&append.records);
-        outcomes.push((append, outcome));
-    }
-    if let Some(turn) = turn {
-        turn.done();
-    }
-    // What to make durable: (response index, replica, last offset).
-    let to_sync: Vec<(usize, Arc<Replica>, i64)> = outcomes
-        .iter()
-        .filter_map(|(append, outcome)| match outcome {
-            Ok(info) if !info.duplicate && append.replica.tablet.ack_needs_sync() => Some((
-                append.response,
-                Arc::clone(&append.replica),
-                info.last_offset,
-            )),
-            _ => None,
+/// Appends every bucket of one request, in order (blocking).
+fn run_appends(appends: Vec<Append>) -> Vec<(Append, Result<AppendInfo, ApiError>)> {
+    appends
+        .into_iter()
+        .map(|append| {
+            let outcome = append.replica.append_blocking(&append.records);
+            (append, outcome)
         })
-        .collect();
-    // The receiver is gone only if the request was abandoned; the appends
-    // stand and are still made durable below.
-    let _ = appended.send(outcomes);
+        .collect()
+}
+
+/// Waits until every `(response index, replica, last offset)` is durable
+/// (blocking). Returns each bucket's outcome when `report` (acks = -1);
+/// otherwise logs failures (acks 0/1 answered already) and returns nothing.
+fn wait_durable_all(
+    to_sync: Vec<(usize, Arc<Replica>, i64)>,
+    report: bool,
+) -> Vec<(usize, Result<(), ApiError>)> {
     let mut waited = Vec::with_capacity(to_sync.len());
     for (response, replica, last_offset) in to_sync {
         let outcome = replica.wait_durable_blocking(last_offset);
-        if wait_durable {
+        if report {
             waited.push((response, outcome));
         } else if let Err(e) = outcome {
             error!(bucket = %replica.bucket, error = %e, "background fsync failed");
