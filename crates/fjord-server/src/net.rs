@@ -12,6 +12,10 @@
 //! parse, is answered with the Fluss error code and the connection stays up.
 //! On shutdown, readers stop reading, in-flight requests finish (long-polls
 //! are woken), their answers are written, then connections close.
+//!
+//! Large frames (a writer's produce requests) are read into pooled buffers of
+//! their own and the reader asks the kernel (`SO_RCVLOWAT`) to wake it once a
+//! frame's missing bytes arrived, not once per segment.
 
 use std::io::IoSlice;
 use std::os::fd::AsRawFd;

@@ -5,8 +5,9 @@
 //!
 //! Storage calls that may block on the disk (append's write, fsync, reads)
 //! run on tokio's blocking pool so they never stall the network tasks;
-//! ProduceLog makes one such hand-off per request, covering the appends and
-//! the durability waits of all its buckets.
+//! ProduceLog appends through a per-connection lane drained by one job (no
+//! hand-off between queued requests) and waits for durability in one job per
+//! request.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -104,7 +105,7 @@ impl Replica {
     /// [`Replica::wait_durable_blocking`].
     ///
     /// Blocking (the write may wait for the disk): call it from the blocking
-    /// pool, as ProduceLog does once per request for all its buckets.
+    /// pool, as ProduceLog does from its connection's append lane.
     pub fn append_blocking(&self, records: &[u8]) -> Result<AppendInfo, ApiError> {
         let info = self
             .tablet

@@ -45,8 +45,8 @@ pub async fn dispatch(node: &Node, request: Request) -> Result<Response, ApiErro
     dispatch_in_turn(node, request, None).await
 }
 
-/// As [`dispatch`]; a ProduceLog request with a `turn` appends only after the
-/// previous ProduceLog of its connection has appended (see [`AppendTurn`]).
+/// As [`dispatch`]; a ProduceLog request with a `turn` appends in its
+/// connection's arrival order (see [`AppendLane`]).
 pub async fn dispatch_in_turn(
     node: &Node,
     request: Request,

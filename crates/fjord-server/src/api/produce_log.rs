@@ -269,14 +269,15 @@ struct Append {
 }
 
 /// Appends each bucket's batches and answers per bucket. With a `turn`, the
-/// appends happen after the previous ProduceLog of the connection appended.
+/// appends happen in the connection's arrival order (see [`AppendLane`]);
+/// without one (a request not from a connection's reader) they run in a
+/// blocking-pool job of their own.
 ///
-/// The appends and durability waits of all buckets run in one job on the
-/// blocking pool (one hand-off per request instead of two per bucket): it
-/// appends in order, releases the turn, reports the append outcomes, then
-/// waits for the fsyncs the answer needs (group commit shares them with
-/// concurrent requests) and, for acks 0/1, publishes the batches without
-/// holding up the answer.
+/// The headers are checked here; the appends of all buckets then run in
+/// turn on the blocking pool, and the durability waits of all buckets in
+/// one further blocking-pool job: awaited for acks = -1 (group commit shares
+/// the fsyncs with concurrent requests), detached for acks 0/1, which then
+/// publishes the batches without holding up the answer.
 pub async fn handle(
     node: &Node,
     r: pb::ProduceLogRequest,
