@@ -169,6 +169,10 @@ struct Column {
     values: MutableBuffer,
     offsets: MutableBuffer,
     bits: BooleanBufferBuilder,
+    /// Validity, filled lazily: it holds slots only up to the last NULL
+    /// (the non-NULL slots before it are added when a NULL arrives, and
+    /// the rest in `finish`), so a non-NULL value costs nothing here. A
+    /// NOT NULL column's stays empty.
     nulls: NullBufferBuilder,
     /// Buffers of a finished batch handed back by `recycle`, reused by the
     /// next `reserve` instead of a fresh allocation (whose pages fault in).
@@ -289,8 +293,9 @@ impl Column {
         matches!(self.kind, ColumnKind::Utf8 | ColumnKind::Binary)
     }
 
-    /// Appends one value; returns the bytes it added to the data buffer of
-    /// a STRING/BYTES column (0 otherwise). On error nothing was written.
+    /// Appends one value as row `row` (the rows before it are in the
+    /// column); returns the bytes it added to the data buffer of a
+    /// STRING/BYTES column (0 otherwise). On error nothing was written.
     ///
     /// The match is on the datum first and the column's kind in guards, not
     /// on a `(kind, datum)` tuple: building the tuple copied the datum to
@@ -298,7 +303,7 @@ impl Column {
     // Always inlined into the row loop: as a call, its prologue and
     // epilogue were a fifth of its cost, paid once per value.
     #[inline(always)]
-    fn append(&mut self, datum: Datum<'_>) -> std::result::Result<usize, Refusal> {
+    fn append(&mut self, datum: Datum<'_>, row: usize) -> std::result::Result<usize, Refusal> {
         use ColumnKind as K;
         let kind = self.kind;
         let mut var_bytes = 0;
@@ -308,6 +313,8 @@ impl Column {
                     return Err(Refusal::Null);
                 }
                 self.append_null_slot();
+                // The non-NULL rows since the last NULL, then this one.
+                self.nulls.append_n_non_nulls(row - self.nulls.len());
                 self.nulls.append_null();
                 return Ok(0);
             }
@@ -359,7 +366,6 @@ impl Column {
             },
             _ => return Err(Refusal::Mismatch),
         }
-        self.nulls.append_non_null();
         Ok(var_bytes)
     }
 
@@ -399,6 +405,7 @@ impl Column {
 
     /// Drops every value after the first `rows` (rolls back a failed row).
     fn truncate(&mut self, rows: usize) {
+        // No effect when the validity ends at or before `rows` (it is lazy).
         self.nulls.truncate(rows);
         match self.kind {
             ColumnKind::Boolean => self.bits.truncate(rows),
@@ -416,6 +423,9 @@ impl Column {
     /// start over empty, without capacity (see [`Column::presize`]).
     fn finish(&mut self, field: &Field, rows: usize) -> Result<ArrayRef> {
         self.last_var_bytes = if self.is_var() { self.values.len() } else { 0 };
+        // The non-NULL rows after the last NULL (a no-op without NULLs:
+        // `finish` then gives no bitmap either way).
+        self.nulls.append_n_non_nulls(rows - self.nulls.len());
         let nulls = self.nulls.finish();
         let values: Buffer = std::mem::take(&mut self.values).into();
         let offsets: Buffer = std::mem::take(&mut self.offsets).into();
@@ -628,7 +638,7 @@ impl RowBatchBuilder {
         for pos in 0..self.columns.len() {
             // The datum is read again for the error message rather than kept
             // alive across the append, which would pin it to the stack.
-            match self.columns[pos].append(row.datum(pos)) {
+            match self.columns[pos].append(row.datum(pos), self.rows) {
                 Ok(n) => var_bytes += n,
                 Err(refusal) => {
                     for column in &mut self.columns[..pos] {

@@ -700,3 +700,38 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn validity_marks_exactly_the_null_rows_around_a_refused_row_and_across_batches() {
+    let mut builder = builder(&[("s", DataType::string()), ("n", DataType::int().not_null())]);
+    builder
+        .append(&[Datum::String("a"), Datum::Int(1)][..])
+        .unwrap();
+    builder.append(&[Datum::Null, Datum::Int(2)][..]).unwrap();
+    // Its NULL goes into the validity before the NOT NULL column refuses:
+    // the rollback must take it out again.
+    assert!(builder.append(&[Datum::Null, Datum::Null][..]).is_err());
+    builder
+        .append(&[Datum::String("c"), Datum::Int(3)][..])
+        .unwrap();
+    builder
+        .append(&[Datum::String("d"), Datum::Int(4)][..])
+        .unwrap();
+    let batch = builder.finish().unwrap();
+    let texts = batch.column(0).as_string::<i32>();
+    assert_eq!(
+        texts.iter().collect::<Vec<_>>(),
+        [Some("a"), None, Some("c"), Some("d")]
+    );
+    assert!(
+        batch.column(1).nulls().is_none(),
+        "NOT NULL column has no bitmap"
+    );
+    // The next batch starts its validity over: no NULL, no bitmap.
+    builder
+        .append(&[Datum::String("e"), Datum::Int(5)][..])
+        .unwrap();
+    let batch = builder.finish().unwrap();
+    assert!(batch.column(0).nulls().is_none());
+    assert_eq!(batch.column(0).len(), 1);
+}
