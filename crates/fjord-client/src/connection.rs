@@ -11,7 +11,8 @@ use std::io::IoSlice;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
+use fjord_proto::chunks::{advance, next_slices, IOV_MAX_CHUNKS};
 use fjord_proto::messages as pb;
 use fjord_proto::{
     encode_produce_log_request_chunks, encode_request, ApiError, ApiKey, ErrorCode, FrameDecoder,
@@ -329,42 +330,24 @@ impl Inner {
     }
 }
 
-/// Most buffers handed to one vectored write.
-const IOV_MAX_CHUNKS: usize = 64;
-
 /// Writes every chunk, in order, with vectored writes.
 async fn write_all_chunks(
     socket: &mut OwnedWriteHalf,
     chunks: &mut [Bytes],
 ) -> std::io::Result<()> {
     let mut first = 0;
-    while first < chunks.len() {
-        if chunks[first].is_empty() {
-            first += 1;
-            continue;
-        }
+    loop {
         let mut slices = [IoSlice::new(&[]); IOV_MAX_CHUNKS];
-        let mut count = 0;
-        for (slot, chunk) in slices.iter_mut().zip(&chunks[first..]) {
-            *slot = IoSlice::new(chunk);
-            count += 1;
+        let count = next_slices(chunks, &mut first, &mut slices);
+        if count == 0 {
+            return Ok(());
         }
-        let mut written = socket.write_vectored(&slices[..count]).await?;
+        let written = socket.write_vectored(&slices[..count]).await?;
         if written == 0 {
             return Err(std::io::ErrorKind::WriteZero.into());
         }
-        while written > 0 {
-            let len = chunks[first].len();
-            if written >= len {
-                written -= len;
-                first += 1;
-            } else {
-                chunks[first].advance(written);
-                written = 0;
-            }
-        }
+        advance(chunks, &mut first, written);
     }
-    Ok(())
 }
 
 /// Reads response frames until the socket closes or a frame is malformed;

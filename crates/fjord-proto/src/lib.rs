@@ -23,6 +23,7 @@
 #![warn(missing_docs)]
 
 pub mod api_key;
+pub mod chunks;
 pub mod constants;
 pub mod error;
 pub mod fetch_response;

@@ -22,7 +22,7 @@ use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use fjord_proto::{
     decode_request, encode_error_response, encode_fetch_log_response_chunks, ApiError, ApiKey,
     ErrorCode, FrameDecoder, RequestFrame, Response,
@@ -34,6 +34,7 @@ use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
+use fjord_proto::chunks::{advance, next_slices, IOV_MAX_CHUNKS};
 use fjord_proto::frame::LENGTH_FIELD_BYTES;
 
 use crate::api;
@@ -66,9 +67,6 @@ const RCVLOWAT_BYTES_MAX: usize = 512 * 1024;
 /// requests and write the answers. Bounds shutdown when a peer stops reading
 /// (its writer would otherwise block forever).
 const SHUTDOWN_GRACE_MS: u64 = 30_000;
-
-/// Most buffers handed to one vectored write.
-const IOV_MAX_CHUNKS: usize = 64;
 
 /// An encoded answer (its frame as chunks to write in order) and the
 /// in-flight slot it frees once written.
@@ -468,32 +466,18 @@ async fn write_all_chunks(
     chunks: &mut [Bytes],
 ) -> std::io::Result<()> {
     let mut first = 0;
-    while first < chunks.len() {
-        if chunks[first].is_empty() {
-            first += 1;
-            continue;
+    loop {
+        let mut slices = [IoSlice::new(&[]); IOV_MAX_CHUNKS];
+        let count = next_slices(chunks, &mut first, &mut slices);
+        if count == 0 {
+            return Ok(());
         }
-        let slices: Vec<IoSlice<'_>> = chunks[first..]
-            .iter()
-            .take(IOV_MAX_CHUNKS)
-            .map(|c| IoSlice::new(c))
-            .collect();
-        let mut written = writer.write_vectored(&slices).await?;
+        let written = writer.write_vectored(&slices[..count]).await?;
         if written == 0 {
             return Err(std::io::ErrorKind::WriteZero.into());
         }
-        while written > 0 {
-            let len = chunks[first].len();
-            if written >= len {
-                written -= len;
-                first += 1;
-            } else {
-                chunks[first].advance(written);
-                written = 0;
-            }
-        }
+        advance(chunks, &mut first, written);
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -1,0 +1,87 @@
+//! A frame written as a list of chunks (see [`crate::fetch_response`] and
+//! [`crate::produce_request`]): what one vectored write of it covers, and
+//! how a partial write advances it. The sockets stay with the caller; this
+//! is the bookkeeping both the server's and the client's writers share.
+
+use std::io::IoSlice;
+
+use bytes::{Buf, Bytes};
+
+/// Most chunks handed to one vectored write (well under Linux's `IOV_MAX`
+/// of 1024; a frame with more takes more writes).
+pub const IOV_MAX_CHUNKS: usize = 64;
+
+/// Skips the empty chunks from `*first` on, then points `slices` at the
+/// next chunks (at most [`IOV_MAX_CHUNKS`]) and returns how many it filled;
+/// 0 means every chunk is written.
+pub fn next_slices<'a>(
+    chunks: &'a [Bytes],
+    first: &mut usize,
+    slices: &mut [IoSlice<'a>; IOV_MAX_CHUNKS],
+) -> usize {
+    while chunks.get(*first).is_some_and(Bytes::is_empty) {
+        *first += 1;
+    }
+    let mut count = 0;
+    for (slot, chunk) in slices.iter_mut().zip(&chunks[*first..]) {
+        *slot = IoSlice::new(chunk);
+        count += 1;
+    }
+    count
+}
+
+/// Consumes `written` bytes from the chunks starting at `*first`: whole
+/// chunks move `*first` past them, a partly written chunk keeps its rest.
+pub fn advance(chunks: &mut [Bytes], first: &mut usize, mut written: usize) {
+    while written > 0 && *first < chunks.len() {
+        let len = chunks[*first].len();
+        if written >= len {
+            written -= len;
+            *first += 1;
+        } else {
+            chunks[*first].advance(written);
+            written = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunks(parts: &[&'static [u8]]) -> Vec<Bytes> {
+        parts.iter().map(|p| Bytes::from_static(p)).collect()
+    }
+
+    #[test]
+    fn partial_writes_resume_inside_a_chunk_and_skip_empty_ones() {
+        let mut c = chunks(&[b"", b"abc", b"", b"defg", b"h"]);
+        let mut first = 0;
+        let mut slices = [IoSlice::new(&[]); IOV_MAX_CHUNKS];
+        assert_eq!(next_slices(&c, &mut first, &mut slices), 4);
+        assert_eq!((first, &*slices[0]), (1, &b"abc"[..]));
+        // 5 bytes written: "abc", the empty chunk, then "de".
+        advance(&mut c, &mut first, 5);
+        assert_eq!((first, &c[first][..]), (3, &b"fg"[..]));
+        let mut slices = [IoSlice::new(&[]); IOV_MAX_CHUNKS];
+        assert_eq!(next_slices(&c, &mut first, &mut slices), 2);
+        assert_eq!(&*slices[0], b"fg");
+        advance(&mut c, &mut first, 3);
+        let mut slices = [IoSlice::new(&[]); IOV_MAX_CHUNKS];
+        assert_eq!(next_slices(&c, &mut first, &mut slices), 0, "all written");
+    }
+
+    #[test]
+    fn one_write_covers_at_most_iov_max_chunks() {
+        let c: Vec<Bytes> = (0..IOV_MAX_CHUNKS + 5)
+            .map(|_| Bytes::from_static(b"x"))
+            .collect();
+        let mut first = 0;
+        let mut slices = [IoSlice::new(&[]); IOV_MAX_CHUNKS];
+        assert_eq!(next_slices(&c, &mut first, &mut slices), IOV_MAX_CHUNKS);
+        let mut c = c;
+        advance(&mut c, &mut first, IOV_MAX_CHUNKS);
+        let mut slices = [IoSlice::new(&[]); IOV_MAX_CHUNKS];
+        assert_eq!(next_slices(&c, &mut first, &mut slices), 5);
+    }
+}
