@@ -114,14 +114,8 @@ async fn retried_idempotent_batch_is_acknowledged_without_appending_twice() {
     let server = TestServer::start(dir.path()).await;
     let mut c = server.client().await;
     let info = create_db_and_table(&mut c, "db", "t").await;
-    let Response::InitWriter(w) = c
-        .call(Request::InitWriter(pb::InitWriterRequest::default()))
-        .await
-        .unwrap()
-    else {
-        panic!()
-    };
-    let b0 = batch(0..5, 1, Some((w.writer_id, 0)));
+    let writer_id = c.init_writer().await;
+    let b0 = batch(0..5, 1, Some((writer_id, 0)));
     let first = produce_one(&mut c, info.table_id, 0, b0.clone()).await;
     let retry = produce_one(&mut c, info.table_id, 0, b0).await;
     assert_eq!(retry.error_code, None);
@@ -130,7 +124,7 @@ async fn retried_idempotent_batch_is_acknowledged_without_appending_twice() {
         &mut c,
         info.table_id,
         0,
-        batch(5..7, 1, Some((w.writer_id, 1))),
+        batch(5..7, 1, Some((writer_id, 1))),
     )
     .await;
     assert_eq!(next.base_offset, Some(5));

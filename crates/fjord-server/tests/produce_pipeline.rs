@@ -138,13 +138,7 @@ async fn pipelined_idempotent_produces_in_one_write_append_in_arrival_order() {
     let server = TestServer::start(dir.path()).await;
     let mut c = server.client().await;
     let info = create_db_and_table(&mut c, "db", "t").await;
-    let Response::InitWriter(w) = c
-        .call(Request::InitWriter(pb::InitWriterRequest::default()))
-        .await
-        .unwrap()
-    else {
-        panic!()
-    };
+    let writer_id = c.init_writer().await;
     // Sequences 0..16 of one bucket, 10 rows each, every frame in one write
     // without waiting for an answer. Any reordering of the appends would be
     // refused as an out-of-order sequence.
@@ -154,7 +148,7 @@ async fn pipelined_idempotent_produces_in_one_write_append_in_arrival_order() {
         let rows = seq * 10..seq * 10 + 10;
         produce(
             info.table_id,
-            vec![(0, batch(rows, 1, Some((w.writer_id, seq))))],
+            vec![(0, batch(rows, 1, Some((writer_id, seq))))],
             -1,
         )
         .encode_frame(&mut frames, 0, 1000 + seq)
@@ -205,18 +199,13 @@ async fn an_acks_all_answer_for_several_buckets_comes_after_all_are_durable() {
     assert!(r.buckets_resp.iter().all(|b| b.error_code.is_none()));
     // Under the default fsync policy a batch is visible only once durable,
     // so a fetch that does not wait must already see every bucket's rows.
-    assert_eq!(
-        fetched_ids(&mut c, info.table_id, 0, 0).await,
-        (0..4).collect::<Vec<_>>()
-    );
-    assert_eq!(
-        fetched_ids(&mut c, info.table_id, 1, 0).await,
-        (10..15).collect::<Vec<_>>()
-    );
-    assert_eq!(
-        fetched_ids(&mut c, info.table_id, 2, 0).await,
-        (20..26).collect::<Vec<_>>()
-    );
+    for (bucket, ids) in [(0, 0..4), (1, 10..15), (2, 20..26)] {
+        assert_eq!(
+            fetched_ids(&mut c, info.table_id, bucket, 0).await,
+            ids.collect::<Vec<_>>(),
+            "bucket {bucket}"
+        );
+    }
     server.stop().await;
 }
 
@@ -249,13 +238,7 @@ async fn large_frames_back_to_back_each_keep_their_own_bytes_when_buffers_are_re
     let server = TestServer::start(dir.path()).await;
     let mut c = server.client().await;
     let info = create_db_and_table(&mut c, "db", "t").await;
-    let Response::InitWriter(w) = c
-        .call(Request::InitWriter(pb::InitWriterRequest::default()))
-        .await
-        .unwrap()
-    else {
-        panic!()
-    };
+    let writer_id = c.init_writer().await;
     // More large frames than a connection keeps spare buffers, of growing
     // and shrinking sizes (a reused buffer must grow, and a smaller frame in
     // a bigger buffer must not see the previous frame's tail), then small
@@ -269,7 +252,7 @@ async fn large_frames_back_to_back_each_keep_their_own_bytes_when_buffers_are_re
         let seq = seq as i32;
         produce(
             info.table_id,
-            vec![(1, batch(first..first + rows, 1, Some((w.writer_id, seq))))],
+            vec![(1, batch(first..first + rows, 1, Some((writer_id, seq))))],
             -1,
         )
         .encode_frame(&mut frames, 0, 500 + seq)
@@ -304,32 +287,26 @@ async fn a_pipelined_request_that_fails_early_does_not_stall_the_appends_after_i
     let server = TestServer::start(dir.path()).await;
     let mut c = server.client().await;
     let info = create_db_and_table(&mut c, "db", "t").await;
-    let Response::InitWriter(w) = c
-        .call(Request::InitWriter(pb::InitWriterRequest::default()))
-        .await
-        .unwrap()
-    else {
-        panic!()
-    };
+    let writer_id = c.init_writer().await;
     // seq 0, then a request refused before it appends (acks 5), an unknown
     // table, then seq 1 and 2: all in one write.
     let mut frames = BytesMut::new();
     let requests = [
         produce(
             info.table_id,
-            vec![(0, batch(0..3, 1, Some((w.writer_id, 0))))],
+            vec![(0, batch(0..3, 1, Some((writer_id, 0))))],
             -1,
         ),
         produce(info.table_id, vec![(0, batch(100..103, 1, None))], 5),
         produce(987_654, vec![(0, batch(200..203, 1, None))], -1),
         produce(
             info.table_id,
-            vec![(0, batch(3..6, 1, Some((w.writer_id, 1))))],
+            vec![(0, batch(3..6, 1, Some((writer_id, 1))))],
             -1,
         ),
         produce(
             info.table_id,
-            vec![(0, batch(6..9, 1, Some((w.writer_id, 2))))],
+            vec![(0, batch(6..9, 1, Some((writer_id, 2))))],
             -1,
         ),
     ];

@@ -531,10 +531,10 @@ mod tests {
         assert!(delays
             .iter()
             .all(|d| (0..DAY_CHECK_DELAY_MINUTES_MAX).contains(d)));
-        assert_eq!(
-            delays,
-            (0..200).map(day_check_delay_minutes).collect::<Vec<_>>()
-        );
+        // Pinned: the schedule must survive restarts and upgrades, so the
+        // mix may not change silently.
+        assert_eq!(&delays[..3], [775, 785, 190]);
+        assert_eq!(day_check_delay_minutes(1000), 1156);
         let distinct: BTreeSet<i64> = delays.iter().copied().collect();
         assert!(distinct.len() > 150, "{} distinct delays", distinct.len());
     }

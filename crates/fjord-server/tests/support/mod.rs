@@ -144,6 +144,17 @@ impl Client {
             ResponseFrame::ServerFailure { error } => panic!("server failure: {error}"),
         }
     }
+
+    /// A fresh idempotent writer id (InitWriter).
+    pub async fn init_writer(&mut self) -> i64 {
+        match self
+            .call(Request::InitWriter(pb::InitWriterRequest::default()))
+            .await
+        {
+            Ok(Response::InitWriter(w)) => w.writer_id,
+            other => panic!("InitWriter answered {other:?}"),
+        }
+    }
 }
 
 pub fn table_path(db: &str, table: &str) -> pb::PbTablePath {
