@@ -43,8 +43,7 @@ pub fn open_sim(fs: &SimFs, config: LogConfig, now_ms: i64) -> LogTablet {
 
 /// Appends and waits until durable; returns (first, last) offsets.
 pub fn append_durable(t: &LogTablet, bytes: &[u8], now_ms: i64) -> (i64, i64) {
-    let b = bytes.to_vec();
-    let info = t.append(&b, now_ms).expect("append");
+    let info = t.append(bytes, now_ms).expect("append");
     t.wait_durable(info.last_offset).expect("durable");
     (info.first_offset, info.last_offset)
 }
