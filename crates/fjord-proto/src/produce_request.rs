@@ -13,7 +13,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use prost::Message;
 
 use crate::frame::{frame_length, FrameError, RequestHeader, REQUEST_HEADER_BYTES};
-use crate::messages::ProduceLogRequest;
+use crate::messages::{PbProduceLogReqForBucket, ProduceLogRequest};
 use crate::wire::{put_key, put_varint, WIRE_TYPE_LEN, WIRE_TYPE_VARINT};
 
 /// Record payloads up to this size are copied into the scratch buffer rather
@@ -68,24 +68,32 @@ pub fn encode_produce_log_request_chunks(
         put_key(scratch, TAG_BUCKETS_REQ, WIRE_TYPE_LEN);
         // The length counts `records`, so it is taken before they are.
         put_varint(scratch, bucket.encoded_len() as u64);
-        if let Some(partition_id) = bucket.partition_id {
+        // Destructured whole: a field added to the message fails to compile
+        // here instead of silently going missing from the frame.
+        let PbProduceLogReqForBucket {
+            partition_id,
+            bucket_id,
+            records,
+            original_partition_name,
+            routing_bucket_count,
+        } = bucket;
+        if let Some(partition_id) = partition_id {
             put_key(scratch, TAG_PARTITION_ID, WIRE_TYPE_VARINT);
             // int64 and int32 fields are varints of the two's-complement
             // value, sign-extended to 64 bits.
             put_varint(scratch, partition_id as u64);
         }
         put_key(scratch, TAG_BUCKET_ID, WIRE_TYPE_VARINT);
-        put_varint(scratch, i64::from(bucket.bucket_id) as u64);
-        if let Some(name) = &bucket.original_partition_name {
+        put_varint(scratch, i64::from(bucket_id) as u64);
+        if let Some(name) = &original_partition_name {
             put_key(scratch, TAG_ORIGINAL_PARTITION_NAME, WIRE_TYPE_LEN);
             put_varint(scratch, name.len() as u64);
             scratch.put_slice(name.as_bytes());
         }
-        if let Some(count) = bucket.routing_bucket_count {
+        if let Some(count) = routing_bucket_count {
             put_key(scratch, TAG_ROUTING_BUCKET_COUNT, WIRE_TYPE_VARINT);
             put_varint(scratch, i64::from(count) as u64);
         }
-        let records = bucket.records;
         put_key(scratch, TAG_RECORDS, WIRE_TYPE_LEN);
         put_varint(scratch, records.len() as u64);
         if records.len() <= INLINE_PRODUCE_RECORDS_MAX_BYTES {
@@ -105,7 +113,6 @@ pub fn encode_produce_log_request_chunks(
 mod tests {
     use super::*;
     use crate::frame::FrameDecoder;
-    use crate::messages::PbProduceLogReqForBucket;
     use crate::request::{decode_request, Request};
     use crate::ApiKey;
     use proptest::prelude::*;
