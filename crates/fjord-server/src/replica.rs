@@ -146,11 +146,12 @@ impl Replica {
     }
 }
 
-/// Most threads deleting dropped tablets at once. A tablet delete is bound
-/// by its directory fsync (~20 ms on a busy disk), so a table with 1,000
-/// partitions took ~19 s to drop one tablet at a time; overlapping the
-/// deletes shares the disk's flushes. Bounded so a drop cannot flood the
-/// disk queue or the thread count.
+/// Most threads deleting dropped tablets at once. A tablet delete ends with
+/// a directory fsync, so dropping a 1,000-partition table one tablet at a
+/// time took 18.6 s and with 8 overlapping deletes 2.9–3.6 s
+/// (`cargo bench -p fjord-server --bench partitions`, `drop_table`; see
+/// docs/bench-notes/partitions.md). Bounded so a drop cannot flood the disk
+/// queue or the thread count.
 pub const DELETE_THREADS_MAX: usize = 8;
 
 /// Tablets already out of service (no request reaches them any more) whose
