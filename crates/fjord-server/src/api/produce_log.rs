@@ -10,6 +10,7 @@
 //! run in one blocking-pool job of their own.
 
 use std::collections::VecDeque;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -220,11 +221,19 @@ impl AppendLane {
                 state.head += 1;
                 state.slots.pop_front()
             };
-            if let Some(Slot::Ready(job)) = slot {
-                let outcomes = run_appends(job.appends);
-                // The receiver is gone only if the request was abandoned;
-                // the appends stand either way.
-                let _ = job.reply.send(outcomes);
+            if let Some(Slot::Ready(AppendJob { appends, reply })) = slot {
+                // A panic must not end this job with `draining` still set:
+                // every later ProduceLog of the connection would wait
+                // forever. The panicking request's reply is dropped, so it
+                // answers UnknownServerError; the lane goes on.
+                match std::panic::catch_unwind(AssertUnwindSafe(|| run_appends(appends))) {
+                    // The receiver is gone only if the request was
+                    // abandoned; the appends stand either way.
+                    Ok(outcomes) => {
+                        let _ = reply.send(outcomes);
+                    }
+                    Err(_) => error!("an append panicked; its request fails, the lane goes on"),
+                }
             }
         }
     }
