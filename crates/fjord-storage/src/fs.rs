@@ -50,10 +50,12 @@ pub trait FsFile: Send + Sync + Debug {
     /// (the append path writes stamped batch prefixes and the received
     /// bodies this way instead of copying them together). The default
     /// writes them one by one; [`OsFs`]'s files use `pwritev`, one system
-    /// call for up to [`IOV_PARTS_MAX`] parts.
-    fn write_all_vectored_at(&self, parts: &[&[u8]], pos: u64) -> io::Result<()> {
+    /// call for up to [`IOV_PARTS_MAX`] parts. `parts` is consumed: its
+    /// slices may be advanced past what was written (the caller builds it
+    /// once per write, so no copy of the list is needed).
+    fn write_all_vectored_at(&self, parts: &mut [IoSlice<'_>], pos: u64) -> io::Result<()> {
         let mut at = pos;
-        for part in parts {
+        for part in parts.iter() {
             self.write_all_at(part, at)?;
             at += part.len() as u64;
         }
@@ -86,15 +88,17 @@ impl FsFile for OsFile {
     fn write_all_at(&self, data: &[u8], pos: u64) -> io::Result<()> {
         FileExt::write_all_at(&self.0, data, pos)
     }
-    fn write_all_vectored_at(&self, parts: &[&[u8]], pos: u64) -> io::Result<()> {
-        let mut slices: Vec<IoSlice<'_>> = parts
-            .iter()
-            .filter(|p| !p.is_empty())
-            .map(|p| IoSlice::new(p))
-            .collect();
-        let mut rest = &mut slices[..];
+    fn write_all_vectored_at(&self, parts: &mut [IoSlice<'_>], pos: u64) -> io::Result<()> {
+        let mut rest = parts;
         let mut at = pos;
-        while !rest.is_empty() {
+        loop {
+            // Leading empty parts are skipped, so a call never covers only
+            // empty parts (its 0 would read as a failed write).
+            let skip = rest.iter().take_while(|p| p.is_empty()).count();
+            rest = &mut std::mem::take(&mut rest)[skip..];
+            if rest.is_empty() {
+                return Ok(());
+            }
             let count = rest.len().min(IOV_PARTS_MAX);
             let offset = libc::off_t::try_from(at).map_err(|_| {
                 io::Error::new(io::ErrorKind::InvalidInput, "file position beyond off_t")
@@ -124,7 +128,6 @@ impl FsFile for OsFile {
             at += written as u64;
             IoSlice::advance_slices(&mut rest, written as usize);
         }
-        Ok(())
     }
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.0.set_len(len)
@@ -186,13 +189,27 @@ mod tests {
         let owned: Vec<Vec<u8>> = (0..IOV_PARTS_MAX + 300)
             .map(|i| vec![(i % 251) as u8; i % 7])
             .collect();
-        let parts: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
-        file.write_all_vectored_at(&parts, 4)
+        let mut parts: Vec<IoSlice<'_>> = owned.iter().map(|p| IoSlice::new(p)).collect();
+        file.write_all_vectored_at(&mut parts, 4)
             .expect("vectored write");
         let expected: Vec<u8> = b"head".iter().copied().chain(owned.concat()).collect();
         let mut read = vec![0u8; expected.len()];
         file.read_exact_at(&mut read, 0).expect("read");
         assert_eq!(read, expected);
         assert_eq!(file.len().expect("len"), expected.len() as u64);
+
+        // More empty parts than one call takes, then data: still written.
+        let mut parts = vec![IoSlice::new(&[]); IOV_PARTS_MAX + 1];
+        parts.push(IoSlice::new(b"tail"));
+        let end = expected.len() as u64;
+        file.write_all_vectored_at(&mut parts, end)
+            .expect("vectored write after empty parts");
+        let mut tail = [0u8; 4];
+        file.read_exact_at(&mut tail, end).expect("read");
+        assert_eq!(&tail, b"tail");
+        // Nothing but empty parts writes nothing and succeeds.
+        file.write_all_vectored_at(&mut [IoSlice::new(&[])], 0)
+            .expect("empty write");
+        assert_eq!(file.len().expect("len"), end + 4);
     }
 }

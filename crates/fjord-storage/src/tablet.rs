@@ -29,6 +29,7 @@
 //! with [`StorageError::Offline`]; the fsync is never retried, because after
 //! a failed fsync the kernel may already have dropped the dirty pages.
 
+use std::io::IoSlice;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
@@ -418,18 +419,18 @@ impl LogTablet {
             at += b.size;
             offset += i64::from(b.offset_delta) + 1;
         }
-        let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * incoming.len());
+        let mut parts: Vec<IoSlice<'_>> = Vec::with_capacity(2 * incoming.len());
         let mut at = 0usize;
         for (b, prefix) in incoming.iter().zip(prefixes.iter()) {
             let end = b.layout.crc;
-            parts.push(&prefix[..end]);
-            parts.push(&batches[at + end..at + b.size]);
+            parts.push(IoSlice::new(&prefix[..end]));
+            parts.push(IoSlice::new(&batches[at + end..at + b.size]));
             at += b.size;
         }
 
         let active = w.active().clone();
         let position = w.active_len;
-        if let Err(e) = active.file.write_all_vectored_at(&parts, position) {
+        if let Err(e) = active.file.write_all_vectored_at(&mut parts, position) {
             // Leave no partial batch behind the log end.
             if let Err(e2) = active.file.set_len(position) {
                 tracing::error!(file = %active.log_path.display(), error = %e2, "could not undo a failed append");
