@@ -16,7 +16,9 @@ use fjord_format::schema::Schema;
 use fjord_format::types::DataType;
 use support::{create_log_table, TestServer};
 
-/// The system allocator, counting the bytes currently allocated.
+/// The system allocator, counting the bytes currently allocated. The count
+/// is process-wide: this binary holds one test so no other test's
+/// allocations land in it.
 struct Counting;
 
 static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
