@@ -297,7 +297,6 @@ async fn rows_after_a_partition_is_dropped_and_recreated_go_to_the_new_partition
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: a partitioned append_batch refused for one partition's size has already sent the others, see report"]
 async fn a_batch_refused_for_size_writes_none_of_its_partitions() {
     let server = TestServer::start().await;
     let client = server.client().await;
@@ -330,7 +329,6 @@ async fn a_batch_refused_for_size_writes_none_of_its_partitions() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: a sliced RecordBatch is charged its parent's whole buffers on a non-partitioned table, see report"]
 async fn a_small_slice_of_a_large_batch_is_charged_its_own_bytes() {
     let server = TestServer::start().await;
     let client = server.client().await;

@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use arrow_array::RecordBatch;
@@ -23,6 +23,7 @@ use tokio::sync::oneshot;
 use crate::bucket::BucketAssigner;
 use crate::error::{ClientError, Result};
 use crate::row::{InternalRow, RowBatchBuilder};
+use crate::writer::backlog::EncodeBacklog;
 use crate::writer::memory::MemoryPool;
 use crate::writer::{BatchAck, Shared};
 
@@ -55,8 +56,10 @@ const MIN_COMPRESSION_RATIO: f32 = 0.05;
 /// written into again by whichever bucket opens a batch next: bounds the
 /// memory the writer holds beyond `client.writer.buffer.memory-size` (which
 /// counts open and unacknowledged batches only) to this many batches and
-/// [`RECYCLED_BYTES_MAX`]. Two cover the steady state (one being encoded,
-/// one being filled); the rest absorb bursts of small batches.
+/// [`RECYCLED_BYTES_MAX`]. With the encoder backlog bounded
+/// ([`crate::writer::backlog::ENCODE_BACKLOG_MAX`]), a sticky writer
+/// circulates one open batch plus at most that many sealed ones, so this
+/// covers the steady state; the rest absorb bursts of small batches.
 pub(crate) const RECYCLED_BATCHES_MAX: usize = 4;
 
 /// Most bytes of buffers kept for reuse (see [`RECYCLED_BATCHES_MAX`]): a
@@ -163,6 +166,9 @@ pub(crate) enum RowOutcome {
         /// Memory it needs.
         need_bytes: usize,
     },
+    /// The row sealed its batch and the encoder is behind: the caller waits
+    /// ([`EncodeBacklog::wait_until_not_full`]) before the next row.
+    EncoderBusy,
 }
 
 /// Per-bucket builders of one writer, and the seal rules.
@@ -185,6 +191,8 @@ pub(crate) struct Accumulator {
     /// Slots with rows; lets the linger task and flush skip empty buckets.
     open: Vec<BucketKey>,
     encode_tx: Option<mpsc::Sender<SealedBatch>>,
+    /// Batches sent to the encoder and not yet encoded.
+    backlog: Arc<EncodeBacklog>,
     /// Batches handed on (or held by a deficit) so far; flush waits until
     /// this many are completed.
     sealed_count: u64,
@@ -198,6 +206,7 @@ impl Accumulator {
         batch_size_bytes: usize,
         batch_timeout: Duration,
         encode_tx: mpsc::Sender<SealedBatch>,
+        backlog: Arc<EncodeBacklog>,
     ) -> Self {
         Self {
             schema,
@@ -211,6 +220,7 @@ impl Accumulator {
             last_partition: None,
             open: Vec::new(),
             encode_tx: Some(encode_tx),
+            backlog,
             sealed_count: 0,
         }
     }
@@ -349,6 +359,9 @@ impl Accumulator {
         }
         if bytes >= seal_at {
             self.seal(key)?;
+            if self.backlog.is_full() {
+                return Ok(RowOutcome::EncoderBusy);
+            }
         }
         Ok(RowOutcome::Buffered)
     }
@@ -411,7 +424,9 @@ impl Accumulator {
             .as_ref()
             .ok_or(ClientError::WriterClosed("the writer was closed"))?;
         tx.send(batch)
-            .map_err(|_| ClientError::WriterClosed("the encoder thread stopped"))
+            .map_err(|_| ClientError::WriterClosed("the encoder thread stopped"))?;
+        self.backlog.on_sent();
+        Ok(())
     }
 
     /// Counts and sends a batch sealed outside the builders (a RecordBatch
@@ -572,6 +587,7 @@ mod tests {
             1 << 20,
             Duration::from_secs(3600),
             tx,
+            Arc::default(),
         );
         (acc, rx)
     }
@@ -589,6 +605,7 @@ mod tests {
             first_error: Mutex::new(None),
             stats: Counters::default(),
             recycled: Recycled::default(),
+            backlog: Arc::default(),
         };
         let (mut acc, rx) = one_bucket_accumulator();
         let row = |id| [Datum::BigInt(id)];
@@ -627,6 +644,7 @@ mod tests {
             first_error: Mutex::new(None),
             stats: Counters::default(),
             recycled: Recycled::default(),
+            backlog: Arc::default(),
         }
     }
 
@@ -653,6 +671,36 @@ mod tests {
         }
         acc.seal_all().unwrap();
         rx.try_recv().expect("a sealed batch").batch
+    }
+
+    #[test]
+    fn a_row_that_seals_a_batch_while_the_encoder_is_behind_asks_the_caller_to_wait() {
+        let shared = idle_shared();
+        let (mut acc, rx) = one_bucket_accumulator();
+        // Every row fills its batch.
+        acc.batch_size_bytes = 1;
+        let backlog = Arc::clone(&acc.backlog);
+        let mut outcomes = Vec::new();
+        for id in 0..crate::writer::backlog::ENCODE_BACKLOG_MAX as i64 + 1 {
+            outcomes.push(acc.append_row(None, &[Datum::BigInt(id)], &shared).unwrap());
+        }
+        assert!(outcomes[..outcomes.len() - 1]
+            .iter()
+            .all(|o| matches!(o, RowOutcome::Buffered)));
+        assert!(matches!(outcomes.last(), Some(RowOutcome::EncoderBusy)));
+        assert!(backlog.is_full());
+        // The row was taken all the same: it is in the batch just sealed.
+        let sent: Vec<_> = rx.try_iter().collect();
+        assert_eq!(sent.len(), outcomes.len());
+        assert_eq!(
+            ids(&sent.last().unwrap().batch),
+            [outcomes.len() as i64 - 1]
+        );
+        // Once the encoder finishes one, sealing goes on without a wait.
+        backlog.on_encoded();
+        backlog.on_encoded();
+        let next = acc.append_row(None, &[Datum::BigInt(99)], &shared).unwrap();
+        assert!(matches!(next, RowOutcome::Buffered));
     }
 
     #[test]

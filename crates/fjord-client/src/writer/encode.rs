@@ -58,6 +58,9 @@ pub(crate) fn spawn(
     std::thread::Builder::new()
         .name("fjord-writer-encode".to_owned())
         .spawn(move || {
+            // Marks the thread's end however it ends, so a caller waiting
+            // for the backlog to drain gets an error instead of a hang.
+            let _stopped = StoppedGuard(Arc::clone(&shared));
             for sealed in rx {
                 encode_one(
                     &mut encoder,
@@ -67,8 +70,18 @@ pub(crate) fn spawn(
                     &tx,
                     &shared,
                 );
+                shared.backlog.on_encoded();
             }
         })
+}
+
+/// Tells the backlog the encoder thread ended, when dropped.
+struct StoppedGuard(Arc<Shared>);
+
+impl Drop for StoppedGuard {
+    fn drop(&mut self) {
+        self.0.backlog.on_stopped();
+    }
 }
 
 fn encode_one(

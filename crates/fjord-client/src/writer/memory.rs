@@ -41,6 +41,20 @@ impl MemoryPool {
         self.total_bytes
     }
 
+    /// An error when `bytes` could never be reserved (more than the whole
+    /// bound), so a caller can refuse work before starting any of it.
+    pub(crate) fn check_fits(&self, bytes: usize) -> Result<u32> {
+        u32::try_from(bytes)
+            .ok()
+            .filter(|_| bytes <= self.total_bytes)
+            .ok_or_else(|| {
+                ClientError::Invalid(format!(
+                    "{bytes} bytes of rows cannot be buffered: {OPT_BUFFER_MEMORY_SIZE} is {} bytes; raise it or write smaller batches",
+                    self.total_bytes
+                ))
+            })
+    }
+
     /// Reserves `bytes` if they are free now.
     pub(crate) fn try_reserve(&self, bytes: usize) -> bool {
         let Ok(n) = u32::try_from(bytes) else {
@@ -60,15 +74,7 @@ impl MemoryPool {
     /// Fails at once when `bytes` exceeds the whole bound (it could never
     /// be satisfied).
     pub(crate) async fn reserve(&self, bytes: usize) -> Result<()> {
-        let n = u32::try_from(bytes)
-            .ok()
-            .filter(|_| bytes <= self.total_bytes)
-            .ok_or_else(|| {
-                ClientError::Invalid(format!(
-                    "{bytes} bytes of rows cannot be buffered: {OPT_BUFFER_MEMORY_SIZE} is {} bytes; raise it or write smaller batches",
-                    self.total_bytes
-                ))
-            })?;
+        let n = self.check_fits(bytes)?;
         if self.try_reserve(bytes) {
             return Ok(());
         }

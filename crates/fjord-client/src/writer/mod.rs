@@ -10,7 +10,10 @@
 //!   while the caller is idle), on memory pressure, or on flush.
 //! - [`encode`]: a thread encodes sealed batches (Arrow IPC with the table's
 //!   compression, header and CRC-32C in place), stamping writer id and batch
-//!   sequence ([`idempotence`]); compression runs beside the caller.
+//!   sequence ([`idempotence`]); compression runs beside the caller, at
+//!   most `backlog::ENCODE_BACKLOG_MAX` sealed batches behind it (a row
+//!   or batch sealing more waits), so a few column-buffer sets are reused
+//!   instead of buffer memory filling with fresh uncompressed ones.
 //! - [`sender`]: a task groups encoded batches per leader into ProduceLog
 //!   requests, bounds in-flight batches per bucket, retries with back-off,
 //!   refreshes metadata when an error calls for it, and completes one
@@ -27,6 +30,7 @@
 //! once in [`crate::FlussClient::append_writer`].
 
 pub mod accumulator;
+mod backlog;
 pub mod config;
 pub mod encode;
 pub mod idempotence;
@@ -156,6 +160,8 @@ pub(crate) struct Shared {
     pub(crate) stats: Counters,
     /// Encoded row batches whose buffers the next batches write into.
     pub(crate) recycled: accumulator::Recycled,
+    /// Sealed batches not yet encoded (the accumulator holds the same).
+    pub(crate) backlog: Arc<backlog::EncodeBacklog>,
 }
 
 impl Shared {
@@ -322,6 +328,7 @@ impl AppendWriter {
         };
 
         let (encode_tx, encode_rx) = std::sync::mpsc::channel();
+        let backlog = Arc::new(backlog::EncodeBacklog::default());
         let (send_tx, send_rx) = tokio::sync::mpsc::unbounded_channel();
         let accumulator = Accumulator::new(
             arrow_schema.clone(),
@@ -330,6 +337,7 @@ impl AppendWriter {
             config.batch_size_bytes,
             config.batch_timeout,
             encode_tx,
+            Arc::clone(&backlog),
         );
         let shared = Arc::new(Shared {
             acc: Mutex::new(accumulator),
@@ -341,6 +349,7 @@ impl AppendWriter {
             first_error: Mutex::new(None),
             stats: Counters::default(),
             recycled: accumulator::Recycled::default(),
+            backlog,
         });
         encode::spawn(
             encoder,
@@ -403,9 +412,13 @@ impl AppendWriter {
         };
         let shared = &*self.shared;
         let outcome = shared.lock().append_row(partition, row, shared)?;
-        if let RowOutcome::Deficit { key, need_bytes } = outcome {
-            self.deficit = Some((key, need_bytes));
-            self.settle_deficit().await?;
+        match outcome {
+            RowOutcome::Buffered => {}
+            RowOutcome::Deficit { key, need_bytes } => {
+                self.deficit = Some((key, need_bytes));
+                self.settle_deficit().await?;
+            }
+            RowOutcome::EncoderBusy => self.shared.backlog.wait_until_not_full().await?,
         }
         Ok(())
     }
@@ -462,45 +475,53 @@ impl AppendWriter {
                 .map(|(id, part)| (Some(id), part))
                 .collect(),
         };
+        // Every part is split off and sized before any is sent: a batch the
+        // buffer memory can never hold is refused whole, not after some of
+        // its partitions went out (a retry would duplicate those).
+        let mut parts = Vec::new();
         for (partition, batch) in by_partition {
-            self.append_partition_batch(partition, batch, &mut completion)
-                .await?;
+            self.split_partition_batch(partition, batch, &mut parts)?;
         }
-        Ok(completion)
-    }
-
-    /// Hands the rows of one partition (or of the whole non-partitioned
-    /// table) on as log batches, one per bucket they go to.
-    async fn append_partition_batch(
-        &mut self,
-        partition: Option<i64>,
-        batch: RecordBatch,
-        completion: &mut BatchCompletion,
-    ) -> Result<()> {
-        let buckets = self.shared.lock().assigner().assign_batch(&batch)?;
-        let parts: Vec<(i32, RecordBatch)> = match buckets {
-            BatchBuckets::Single(bucket) => vec![(bucket, batch)],
-            BatchBuckets::PerRow(per_row) => split_by_bucket(&batch, &per_row)?,
-        };
-        for (bucket, part) in parts {
-            let reserved_bytes = match partition {
-                None => part.get_array_memory_size(),
-                // A partition's rows are often a slice of the caller's
-                // batch: count its share, not the whole batch once per
-                // partition.
-                Some(_) => sliced_bytes(&part),
-            };
+        for part in &parts {
+            self.shared.pool.check_fits(part.2)?;
+        }
+        for (key, part, reserved_bytes) in parts {
+            // As for rows: the caller's batches wait for the encoder rather
+            // than piling up uncompressed in buffer memory.
+            self.shared.backlog.wait_until_not_full().await?;
             self.shared.pool.reserve(reserved_bytes).await?;
             let (tx, rx) = oneshot::channel();
             completion.parts.push(rx);
             let sealed = SealedBatch {
-                key: (partition, bucket),
+                key,
                 batch: part,
                 estimated_bytes: 0,
                 reserved_bytes,
                 completion: Some(tx),
             };
             self.shared.lock().send_whole(sealed)?;
+        }
+        Ok(completion)
+    }
+
+    /// Splits the rows of one partition (or of the whole non-partitioned
+    /// table) into one part per bucket they go to, each with the buffer
+    /// memory it will hold: its own rows' bytes, not those of the caller's
+    /// batch it may be a slice of.
+    fn split_partition_batch(
+        &mut self,
+        partition: Option<i64>,
+        batch: RecordBatch,
+        parts: &mut Vec<(accumulator::BucketKey, RecordBatch, usize)>,
+    ) -> Result<()> {
+        let buckets = self.shared.lock().assigner().assign_batch(&batch)?;
+        let by_bucket: Vec<(i32, RecordBatch)> = match buckets {
+            BatchBuckets::Single(bucket) => vec![(bucket, batch)],
+            BatchBuckets::PerRow(per_row) => split_by_bucket(&batch, &per_row)?,
+        };
+        for (bucket, part) in by_bucket {
+            let bytes = sliced_bytes(&part);
+            parts.push(((partition, bucket), part, bytes));
         }
         Ok(())
     }
