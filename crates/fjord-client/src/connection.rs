@@ -52,6 +52,9 @@ struct Inner {
     writer: tokio::sync::Mutex<WriteSide>,
     pending: Mutex<Pending>,
     next_request_id: AtomicI32,
+    /// The response reader task, stopped when the connection is abandoned
+    /// (its socket then closes once the last handle is dropped).
+    reader: Mutex<Option<tokio::task::AbortHandle>>,
 }
 
 struct WriteSide {
@@ -83,12 +86,14 @@ impl ServerConnection {
             }),
             pending: Mutex::new(Some(HashMap::new())),
             next_request_id: AtomicI32::new(0),
+            reader: Mutex::new(None),
         });
         let reader_inner = Arc::clone(&inner);
-        tokio::spawn(async move {
+        let reader = tokio::spawn(async move {
             let reason = read_responses(&mut read_half, &reader_inner).await;
             reader_inner.fail_all(reason);
         });
+        *inner.reader.lock().unwrap_or_else(|e| e.into_inner()) = Some(reader.abort_handle());
         Ok(ServerConnection { inner })
     }
 
@@ -155,15 +160,17 @@ impl ServerConnection {
                 self.inner.forget(request_id);
                 return Err(ClientError::Invalid(e.to_string()));
             }
+            let frame = PartialFrameGuard::arm(&self.inner);
             let written = write_all_chunks(socket, chunks).await;
             chunks.clear();
             if let Err(source) = written {
-                self.inner.forget(request_id);
+                drop(frame);
                 return Err(ClientError::Io {
                     addr: self.inner.addr.clone(),
                     source,
                 });
             }
+            frame.disarm();
         }
         Ok(PendingResponse {
             connection: self.clone(),
@@ -205,13 +212,15 @@ impl ServerConnection {
                 self.inner.forget(request_id);
                 return Err(ClientError::Invalid(e.to_string()));
             }
+            let frame = PartialFrameGuard::arm(&self.inner);
             if let Err(source) = socket.write_all(buf).await {
-                self.inner.forget(request_id);
+                drop(frame);
                 return Err(ClientError::Io {
                     addr: self.inner.addr.clone(),
                     source,
                 });
             }
+            frame.disarm();
         }
         Ok(PendingResponse {
             connection: self.clone(),
@@ -318,6 +327,15 @@ impl Inner {
         }
     }
 
+    /// Gives the connection up: fails every waiting request, refuses new
+    /// ones (so the pool reconnects) and stops the response reader.
+    fn abandon(&self, reason: ApiError) {
+        self.fail_all(reason);
+        if let Some(reader) = self.reader.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            reader.abort();
+        }
+    }
+
     /// Fails every waiting request with `reason` and refuses new ones.
     fn fail_all(&self, reason: ApiError) {
         let map = {
@@ -326,6 +344,39 @@ impl Inner {
         };
         for (_, sender) in map.into_iter().flatten() {
             let _ = sender.send(Err(reason.clone()));
+        }
+    }
+}
+
+/// Abandons the connection when dropped while armed: a request frame
+/// written only in part — the write failed, or the caller gave up on it
+/// (a timeout dropped the future) — leaves the stream mid-frame, and any
+/// later request would be read by the server as the rest of that frame.
+struct PartialFrameGuard<'a> {
+    inner: &'a Inner,
+    armed: bool,
+}
+
+impl<'a> PartialFrameGuard<'a> {
+    /// Armed before the first byte of a frame is written.
+    fn arm(inner: &'a Inner) -> Self {
+        Self { inner, armed: true }
+    }
+
+    /// The whole frame is on the socket.
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for PartialFrameGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.inner
+                .abandon(ErrorCode::NetworkException.with_message(format!(
+                    "a request frame to {} was only partly written; the connection is closed",
+                    self.inner.addr
+                )));
         }
     }
 }
