@@ -323,10 +323,14 @@ impl Accumulator {
             slot.seal_at_bytes = seal_threshold(batch_size, shared.ratio(), pool.total_bytes());
             slot.chunk_bytes =
                 (slot.seal_at_bytes / 4).clamp(RESERVE_CHUNK_MIN_BYTES, RESERVE_CHUNK_BYTES);
-            // Its memory: a recycled batch's buffers, grown (if need be)
-            // to the size at which it will be sealed, so no row reallocates.
+            // Its memory: a recycled batch's buffers (sized by the batches
+            // before), else room for as many rows as this bucket's last
+            // batch had, or for one reservation step. Not the seal size:
+            // many buckets each opening a batch of that size would hold
+            // far more heap than buffer memory counts; a batch growing
+            // past its room reallocates, doubling, a few times at most.
             slot.builder
-                .prepare(shared.recycled.take(), slot.seal_at_bytes);
+                .prepare(shared.recycled.take(), slot.chunk_bytes);
         }
         slot.builder.append(row)?;
         let bytes = slot.builder.estimated_bytes();
