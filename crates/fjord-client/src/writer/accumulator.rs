@@ -68,7 +68,8 @@ pub(crate) const RECYCLED_BYTES_MAX: usize = 32 << 20;
 
 /// Row batches the encoder is done with, kept (bounded) so the next batches
 /// write into memory that is already paged in instead of fresh allocations,
-/// whose page faults and zeroing cost ~10 % of the row path. Filled by the
+/// whose page faults and zeroing were ~8 % of the row path's samples
+/// (docs/bench-notes/client.md, "Why the misses"). Filled by the
 /// encoder thread and drained by the accumulator, once per batch each.
 #[derive(Default)]
 pub(crate) struct Recycled {
@@ -515,9 +516,10 @@ pub(crate) fn seal_threshold(batch_size: usize, ratio: f32, pool_bytes: usize) -
 }
 
 /// Hashes a partition id for the per-row slot lookup of a partitioned
-/// table: one multiply instead of SipHash (which showed as ~5 % of the
-/// partitioned writer's profile). Ids are assigned by the server, not
-/// chosen by a peer, so flooding resistance buys nothing here.
+/// table (a row outside the previous row's partition): one multiply
+/// instead of SipHash, which is per-row work the partitioned writer must
+/// not add. Ids are assigned by the server, not chosen by a peer, so
+/// flooding resistance buys nothing here.
 #[derive(Default)]
 struct PartitionIdHasher(u64);
 

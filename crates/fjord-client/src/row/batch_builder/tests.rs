@@ -614,8 +614,10 @@ fn a_batch_still_held_elsewhere_lends_nothing() {
         second.column(0).to_data().buffers()[0].as_ptr(),
         held.column(0).to_data().buffers()[0].as_ptr()
     );
-    // The holder's rows are untouched.
-    assert_eq!(ids_and_texts(&held)[999], (999, "s999".to_owned()));
+    // The holder's rows are untouched, all of them (the second batch's
+    // one row would have overwritten row 0 had the buffers been lent).
+    let expected: Vec<(i64, String)> = (0..1_000).map(|i| (i, format!("s{i}"))).collect();
+    assert_eq!(ids_and_texts(&held), expected);
 }
 
 mod properties {
