@@ -160,30 +160,44 @@ fn fails(args: &[&str], stdin: &str) -> String {
     stderr(&output)
 }
 
-/// Creates `cli.<name>` (id BIGINT NOT NULL, name STRING, score DOUBLE,
-/// ts TIMESTAMP(3)) with `buckets` buckets.
-fn create_table(server: &FjordServer, name: &str, buckets: i32) {
-    let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    runtime.block_on(async {
-        let connection = ServerConnection::connect(&server.bootstrap_servers())
-            .await
-            .expect("connect");
-        let admin = Admin::new(connection);
-        admin
-            .create_database(DATABASE, &DatabaseDescriptor::default(), true)
-            .await
-            .expect("create database");
-        let schema = Schema::builder()
-            .column("id", DataType::bigint().not_null())
-            .column("name", DataType::string())
-            .column("score", DataType::double())
-            .column("ts", DataType::timestamp(3).expect("precision"))
-            .build()
-            .expect("schema");
+/// `id BIGINT NOT NULL, name STRING, score DOUBLE, ts TIMESTAMP(3)`: the
+/// columns of the CSV and JSON inputs below.
+fn people_schema() -> Schema {
+    Schema::builder()
+        .column("id", DataType::bigint().not_null())
+        .column("name", DataType::string())
+        .column("score", DataType::double())
+        .column("ts", DataType::timestamp(3).expect("precision"))
+        .build()
+        .expect("schema")
+}
+
+/// A `fjord server` for one test with one table `cli.<name>` created, and
+/// the arguments that name both to the CLI. Fields drop in order: the
+/// server stops before its data directory is removed.
+struct Cli {
+    _server: FjordServer,
+    bootstrap: String,
+    table: String,
+    dir: tempfile::TempDir,
+}
+
+impl Cli {
+    /// `cli.<name>` with [`people_schema`] and `buckets` buckets.
+    fn start(name: &str, buckets: i32) -> Cli {
+        Cli::start_with(name, people_schema(), &[], buckets)
+    }
+
+    /// `cli.<name>` with `schema`, partitioned by `partition_keys` (none
+    /// for a plain table), with `buckets` buckets.
+    fn start_with(name: &str, schema: Schema, partition_keys: &[&str], buckets: i32) -> Cli {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let server = FjordServer::start(dir.path());
+        let bootstrap = server.bootstrap_servers();
         let descriptor = TableDescriptor::new(
             schema,
             None,
-            Vec::new(),
+            partition_keys.iter().map(|k| (*k).to_owned()).collect(),
             Some(TableDistribution {
                 bucket_count: Some(buckets),
                 bucket_keys: Vec::new(),
@@ -192,11 +206,35 @@ fn create_table(server: &FjordServer, name: &str, buckets: i32) {
             Default::default(),
         )
         .expect("descriptor");
-        admin
-            .create_table(&TablePath::new(DATABASE, name), &descriptor, false)
-            .await
-            .expect("create table");
-    });
+        let runtime = tokio::runtime::Runtime::new().expect("runtime");
+        runtime.block_on(async {
+            let connection = ServerConnection::connect(&bootstrap)
+                .await
+                .expect("connect");
+            let admin = Admin::new(connection);
+            admin
+                .create_database(DATABASE, &DatabaseDescriptor::default(), true)
+                .await
+                .expect("create database");
+            admin
+                .create_table(&TablePath::new(DATABASE, name), &descriptor, false)
+                .await
+                .expect("create table");
+        });
+        Cli {
+            _server: server,
+            bootstrap,
+            table: format!("{DATABASE}.{name}"),
+            dir,
+        }
+    }
+
+    /// `fjord <verb> --bootstrap <server> --table <table> <extra>...`.
+    fn args<'a>(&'a self, verb: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+        let mut args = vec![verb, "--bootstrap", &self.bootstrap, "--table", &self.table];
+        args.extend_from_slice(extra);
+        args
+    }
 }
 
 const CSV: &str = "\
@@ -224,26 +262,11 @@ fn csv_ids(out: &str) -> Vec<i64> {
 
 #[test]
 fn produced_csv_and_json_lines_scan_back_in_every_format() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = FjordServer::start(dir.path());
-    let bootstrap = server.bootstrap_servers();
-    create_table(&server, "people", 2);
-    let table = "cli.people";
-    let base = ["--bootstrap", bootstrap.as_str(), "--table", table];
-
-    let file = dir.path().join("people.csv");
+    let cli = Cli::start("people", 2);
+    let file = cli.dir.path().join("people.csv");
     std::fs::write(&file, CSV).expect("write csv");
-    let produce_csv: Vec<&str> = ["produce"]
-        .into_iter()
-        .chain(base)
-        .chain([
-            "--format",
-            "csv",
-            "--header",
-            "--quiet",
-            file.to_str().unwrap(),
-        ])
-        .collect();
+    let file = file.to_str().expect("utf-8 path");
+    let produce_csv = cli.args("produce", &["--format", "csv", "--header", "--quiet", file]);
     let output = fjord(&produce_csv, "");
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(
@@ -252,29 +275,18 @@ fn produced_csv_and_json_lines_scan_back_in_every_format() {
         stderr(&output)
     );
     // stderr is a pipe here: no progress line, whatever --quiet says.
-    let produce_loud: Vec<&str> = produce_csv
-        .iter()
-        .copied()
-        .filter(|a| *a != "--quiet")
-        .collect();
-    let loud = fjord(&produce_loud, "");
+    let loud = fjord(
+        &cli.args("produce", &["--format", "csv", "--header", file]),
+        "",
+    );
     assert!(loud.status.success(), "{}", stderr(&loud));
     assert!(!stderr(&loud).contains('\r'), "{}", stderr(&loud));
-    let produce_json: Vec<&str> = ["produce"]
-        .into_iter()
-        .chain(base)
-        .chain(["--format", "json", "-"])
-        .collect();
-    ok(&produce_json, JSON);
+    ok(&cli.args("produce", &["--format", "json", "-"]), JSON);
 
     // CSV: every row, header first, nulls empty.
     let scan = |extra: &[&str]| -> String {
-        let args: Vec<&str> = ["scan"]
-            .into_iter()
-            .chain(base)
-            .chain(["--quiet"])
-            .chain(extra.iter().copied())
-            .collect();
+        let mut args = cli.args("scan", &["--quiet"]);
+        args.extend_from_slice(extra);
         ok(&args, "")
     };
     let csv = scan(&["--format", "csv"]);
@@ -339,35 +351,18 @@ fn produced_csv_and_json_lines_scan_back_in_every_format() {
         csv_ids(&scan(&["--format", "csv", "--from", "ts:0"])).len(),
         all
     );
-    let future: Vec<&str> = ["scan"]
-        .into_iter()
-        .chain(base)
-        .chain(["--from", "ts:4102444800000"])
-        .collect();
-    let message = fails(&future, "");
+    let message = fails(&cli.args("scan", &["--from", "ts:4102444800000"]), "");
     assert!(message.contains("future"), "{message}");
 }
 
 #[test]
 fn a_scan_from_an_offset_starts_there() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = FjordServer::start(dir.path());
-    let bootstrap = server.bootstrap_servers();
-    create_table(&server, "ordered", 1);
-    let base = ["--bootstrap", bootstrap.as_str(), "--table", "cli.ordered"];
-    let produce: Vec<&str> = ["produce"]
-        .into_iter()
-        .chain(base)
-        .chain(["--header", "-q"])
-        .collect();
+    let cli = Cli::start("ordered", 1);
+    let produce = cli.args("produce", &["--header", "-q"]);
     ok(&produce, CSV);
     ok(&produce, CSV);
     let scan = |from: &str| -> Vec<i64> {
-        let args: Vec<&str> = ["scan"]
-            .into_iter()
-            .chain(base)
-            .chain(["-q", "--format", "csv", "--from", from])
-            .collect();
+        let args = cli.args("scan", &["-q", "--format", "csv", "--from", from]);
         // One bucket: offsets are the order of the rows as produced.
         ok(&args, "")
             .lines()
@@ -406,170 +401,74 @@ fn a_scan_from_an_offset_starts_there() {
 
 #[test]
 fn bad_input_fails_naming_the_line_and_column() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = FjordServer::start(dir.path());
-    let bootstrap = server.bootstrap_servers();
-    create_table(&server, "strict", 1);
-    let produce = |format: &str| -> Vec<String> {
-        [
-            "produce",
-            "--bootstrap",
-            &bootstrap,
-            "--table",
-            "cli.strict",
-            "--format",
-            format,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
-    };
-    let args = produce("csv");
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let cli = Cli::start("strict", 1);
     let csv = "1,a,1.0,2026-11-30T10:00:00\n2,b,oops,2026-11-30T10:00:00\n";
-    let message = fails(&args, csv);
+    let message = fails(&cli.args("produce", &["--format", "csv"]), csv);
     assert!(message.contains("line 2"), "{message}");
     assert!(message.contains("score"), "{message}");
 
-    let args = produce("json");
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let produce_json = cli.args("produce", &["--format", "json"]);
     let json = "{\"id\": 1}\n\n{\"id\": \"x\"}\n";
-    let message = fails(&args, json);
+    let message = fails(&produce_json, json);
     assert!(message.contains("line 3"), "{message}");
     assert!(message.contains("id"), "{message}");
-    let unknown = fails(&args, "{\"id\": 1, \"nope\": 2}\n");
+    let unknown = fails(&produce_json, "{\"id\": 1, \"nope\": 2}\n");
     assert!(
         unknown.contains("line 1") && unknown.contains("nope"),
         "{unknown}"
     );
 
     // Nothing of a failed input was written: the bad line was in the first batch.
-    let out = ok(
-        &[
-            "scan",
-            "--bootstrap",
-            &bootstrap,
-            "--table",
-            "cli.strict",
-            "--format",
-            "csv",
-            "-q",
-        ],
-        "",
-    );
+    let out = ok(&cli.args("scan", &["--format", "csv", "-q"]), "");
     assert_eq!(out.lines().count(), 0, "{out}");
 }
 
 #[test]
 fn unknown_tables_and_columns_are_clear_errors() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = FjordServer::start(dir.path());
-    let bootstrap = server.bootstrap_servers();
-    create_table(&server, "known", 1);
+    let cli = Cli::start("known", 1);
+    let bootstrap = cli.bootstrap.as_str();
+    let unknown_table = ["--bootstrap", bootstrap, "--table", "cli.nope"];
 
-    let message = fails(
-        &["scan", "--bootstrap", &bootstrap, "--table", "cli.nope"],
-        "",
-    );
+    let message = fails(&[&["scan"][..], &unknown_table].concat(), "");
     assert!(message.contains("cli.nope"), "{message}");
     let message = fails(
-        &["produce", "--bootstrap", &bootstrap, "--table", "cli.nope"],
+        &[&["produce"][..], &unknown_table].concat(),
         "1,a,1.0,2026-11-30T10:00:00\n",
     );
     assert!(message.contains("cli.nope"), "{message}");
-    let message = fails(
-        &[
-            "scan",
-            "--bootstrap",
-            &bootstrap,
-            "--table",
-            "cli.known",
-            "--columns",
-            "id,missing",
-        ],
-        "",
-    );
+    let message = fails(&cli.args("scan", &["--columns", "id,missing"]), "");
     assert!(message.contains("missing"), "{message}");
-    let message = fails(
-        &[
-            "scan",
-            "--bootstrap",
-            &bootstrap,
-            "--table",
-            "cli.known",
-            "--columns",
-            "id,id",
-        ],
-        "",
-    );
+    let message = fails(&cli.args("scan", &["--columns", "id,id"]), "");
     assert!(message.contains("twice"), "{message}");
 }
 
 #[test]
 fn partitioned_tables_are_produced_by_row_and_scanned_whole_or_by_partition() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = FjordServer::start(dir.path());
-    let bootstrap = server.bootstrap_servers();
-    let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    runtime.block_on(async {
-        let connection = ServerConnection::connect(&bootstrap)
-            .await
-            .expect("connect");
-        let admin = Admin::new(connection);
-        admin
-            .create_database(DATABASE, &DatabaseDescriptor::default(), true)
-            .await
-            .expect("create database");
-        let schema = Schema::builder()
-            .column("id", DataType::bigint().not_null())
-            .column("dt", DataType::string().not_null())
-            .build()
-            .expect("schema");
-        let descriptor = TableDescriptor::new(
-            schema,
-            None,
-            vec!["dt".to_owned()],
-            Some(TableDistribution {
-                bucket_count: Some(2),
-                bucket_keys: Vec::new(),
-            }),
-            Default::default(),
-            Default::default(),
-        )
-        .expect("descriptor");
-        admin
-            .create_table(&TablePath::new(DATABASE, "events"), &descriptor, false)
-            .await
-            .expect("create table");
-    });
-    let base = ["--bootstrap", bootstrap.as_str(), "--table", "cli.events"];
-    let produce: Vec<&str> = ["produce"]
-        .into_iter()
-        .chain(base)
-        .chain(["--format", "json", "-q"])
-        .collect();
+    let schema = Schema::builder()
+        .column("id", DataType::bigint().not_null())
+        .column("dt", DataType::string().not_null())
+        .build()
+        .expect("schema");
+    let cli = Cli::start_with("events", schema, &["dt"], 2);
+    let produce = cli.args("produce", &["--format", "json", "-q"]);
     // The writer creates each partition on first use.
     ok(
         &produce,
         "{\"id\": 1, \"dt\": \"20261129\"}\n{\"id\": 2, \"dt\": \"20261130\"}\n{\"id\": 3, \"dt\": \"20261130\"}\n",
     );
     let scan = |extra: &[&str]| -> Vec<i64> {
-        let args: Vec<&str> = ["scan"]
-            .into_iter()
-            .chain(base)
-            .chain(["-q", "--format", "csv"])
-            .chain(extra.iter().copied())
-            .collect();
+        let mut args = cli.args("scan", &["-q", "--format", "csv"]);
+        args.extend_from_slice(extra);
         csv_ids(&ok(&args, ""))
     };
     assert_eq!(scan(&[]), vec![1, 2, 3]);
 
     // Following the whole table, a partition created after the scan showed
     // the existing rows (so after its first listing) is picked up.
-    let args: Vec<&str> = ["scan", "-q", "--follow", "--limit", "4", "--format", "csv"]
-        .into_iter()
-        .chain(base)
-        .collect();
+    let args = cli.args(
+        "scan",
+        &["-q", "--follow", "--limit", "4", "--format", "csv"],
+    );
     let mut follower = Watched::spawn(&args);
     let mut lines = Vec::new();
     while lines.len() < 4 {
@@ -585,32 +484,21 @@ fn partitioned_tables_are_produced_by_row_and_scanned_whole_or_by_partition() {
         scan(&["--partition", "20261129", "--columns", "id"]),
         vec![1]
     );
-    let args: Vec<&str> = ["scan"]
-        .into_iter()
-        .chain(base)
-        .chain(["--partition", "19990101"])
-        .collect();
-    let message = fails(&args, "");
+    let message = fails(&cli.args("scan", &["--partition", "19990101"]), "");
     assert!(message.contains("19990101"), "{message}");
 }
 
 #[test]
 fn a_scan_into_a_closed_pipe_ends_quietly() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = FjordServer::start(dir.path());
-    let bootstrap = server.bootstrap_servers();
-    create_table(&server, "many", 1);
-    let base = ["--bootstrap", bootstrap.as_str(), "--table", "cli.many"];
+    let cli = Cli::start("many", 1);
     // Far more output than a pipe buffers, so the scan meets the closed pipe.
     let mut input = String::new();
     for i in 0..20_000 {
         input.push_str(&format!("{i},name-{i},{i}.5,2026-11-30T10:00:00\n"));
     }
-    let produce: Vec<&str> = ["produce"].into_iter().chain(base).chain(["-q"]).collect();
-    ok(&produce, &input);
+    ok(&cli.args("produce", &["-q"]), &input);
     let mut child = Command::new(env!("CARGO_BIN_EXE_fjord"))
-        .args(["scan", "-q", "--format", "csv"])
-        .args(base)
+        .args(cli.args("scan", &["-q", "--format", "csv"]))
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -633,12 +521,8 @@ fn a_scan_into_a_closed_pipe_ends_quietly() {
 
 #[test]
 fn a_following_scan_sees_rows_written_after_it_started() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = FjordServer::start(dir.path());
-    let bootstrap = server.bootstrap_servers();
-    create_table(&server, "live", 1);
-    let base = ["--bootstrap", bootstrap.as_str(), "--table", "cli.live"];
-    let produce: Vec<&str> = ["produce"].into_iter().chain(base).chain(["-q"]).collect();
+    let cli = Cli::start("live", 1);
+    let produce = cli.args("produce", &["-q"]);
     ok(
         &produce,
         "1,a,1.0,2026-11-30T10:00:00\n2,b,2.0,2026-11-30T10:00:00\n",
@@ -646,9 +530,12 @@ fn a_following_scan_sees_rows_written_after_it_started() {
     // From offset 0, so whether the scan starts before or after the second
     // write does not matter: it must see all four rows and then stop.
     let follower = Command::new(env!("CARGO_BIN_EXE_fjord"))
-        .args(["scan", "-q", "--format", "csv", "--follow", "--limit", "4"])
-        .args(["--from", "0"])
-        .args(base)
+        .args(cli.args(
+            "scan",
+            &[
+                "-q", "--format", "csv", "--follow", "--limit", "4", "--from", "0",
+            ],
+        ))
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -665,21 +552,16 @@ fn a_following_scan_sees_rows_written_after_it_started() {
 
 #[test]
 fn a_following_scan_shows_rows_before_it_ends() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = FjordServer::start(dir.path());
-    let bootstrap = server.bootstrap_servers();
-    create_table(&server, "tail", 1);
-    let base = ["--bootstrap", bootstrap.as_str(), "--table", "cli.tail"];
-    let produce: Vec<&str> = ["produce"].into_iter().chain(base).chain(["-q"]).collect();
-    ok(&produce, "1,a,1.0,2026-11-30T10:00:00\n");
+    let cli = Cli::start("tail", 1);
+    ok(
+        &cli.args("produce", &["-q"]),
+        "1,a,1.0,2026-11-30T10:00:00\n",
+    );
     for format in ["json", "table"] {
         // No --limit: the scan never ends by itself, so the row must reach
         // stdout while it runs (not at exit, when buffers are flushed anyway).
-        let args: Vec<&str> = ["scan", "-q", "--follow", "--format", format]
-            .into_iter()
-            .chain(base)
-            .collect();
-        let mut follower = Watched::spawn(&args);
+        let mut follower =
+            Watched::spawn(&cli.args("scan", &["-q", "--follow", "--format", format]));
         let mut seen = String::new();
         let mut found = false;
         while let Some(line) = follower.line() {
