@@ -673,18 +673,20 @@ fn typed_rows(count: usize) -> (Vec<Column>, Vec<Vec<Value>>) {
     (columns, rows)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_type_fluss_rs_writes_reads_back_through_the_native_scanner() {
-    let dir = tempfile::tempdir().expect("temp data dir");
-    let server = FjordServer::start(dir.path());
-    let db = "interop_types";
-    let conn = fluss_connect(&server).await;
+/// Creates `<db>.all_types` (the [`typed_rows`] columns, 3 buckets) through
+/// fluss-rs; returns its path and `count` rows for it (not yet written).
+async fn create_all_types_table(
+    server: &FjordServer,
+    conn: &FlussConnection,
+    db: &str,
+    count: usize,
+) -> (TablePath, FjordSchema, Vec<Vec<Value>>) {
     let admin = conn.get_admin().expect("admin");
     server
         .step("create database", admin.create_database(db, None, false))
         .await;
-    let (columns, rows) = typed_rows(1_000);
-    let path = TablePath::new(db, "all_types");
+    let (columns, rows) = typed_rows(count);
+    let path = TablePath::new(db, ALL_TYPES);
     let descriptor = TableDescriptor::builder()
         .schema(fluss_schema(&columns))
         .distributed_by(Some(3), Vec::new())
@@ -696,16 +698,42 @@ async fn every_type_fluss_rs_writes_reads_back_through_the_native_scanner() {
             admin.create_table(&path, &descriptor, false),
         )
         .await;
+    (path, fjord_schema(&columns), rows)
+}
+
+/// Name of the all-types table in each database that has one.
+const ALL_TYPES: &str = "all_types";
+
+/// Every row of `<db>.all_types` read with the native scanner, as one batch
+/// sorted by `id`.
+async fn native_read_sorted(
+    server: &FjordServer,
+    db: &str,
+    schema: &FjordSchema,
+    rows: usize,
+) -> RecordBatch {
+    let native = native_table(server, db, ALL_TYPES).await;
+    let read: Vec<RecordBatch> = native_scan_all(server, &native, rows)
+        .await
+        .into_iter()
+        .map(|b| b.records)
+        .collect();
+    let all = concat_batches(&to_arrow_schema(schema), &read).expect("one schema");
+    sorted_by_id(&all)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_type_fluss_rs_writes_reads_back_through_the_native_scanner() {
+    let dir = tempfile::tempdir().expect("temp data dir");
+    let server = FjordServer::start(dir.path());
+    let db = "interop_types";
+    let conn = fluss_connect(&server).await;
+    let (path, fjord, rows) = create_all_types_table(&server, &conn, db, 1_000).await;
     let table = server.step("get table", conn.get_table(&path)).await;
-    let fjord = fjord_schema(&columns);
     fluss_write(&server, &table, &fjord, &rows, 25).await;
 
-    let native = native_table(&server, db, "all_types").await;
-    let read = native_scan_all(&server, &native, rows.len()).await;
-    let schema = to_arrow_schema(&fjord);
-    let batches: Vec<RecordBatch> = read.into_iter().map(|b| b.records).collect();
-    let all = concat_batches(&schema, &batches).expect("one schema");
-    assert_same_rows(&sorted_by_id(&all), &to_batch(&fjord, &rows));
+    let read = native_read_sorted(&server, db, &fjord, rows.len()).await;
+    assert_same_rows(&read, &to_batch(&fjord, &rows));
 }
 
 /// Reads every bucket from the earliest offset with fluss-rs's scanner until
@@ -751,37 +779,12 @@ async fn every_type_the_native_writer_appends_as_rows_reads_back_through_both_sc
     let server = FjordServer::start(dir.path());
     let db = "interop_native_rows";
     let conn = fluss_connect(&server).await;
-    let admin = conn.get_admin().expect("admin");
-    server
-        .step("create database", admin.create_database(db, None, false))
-        .await;
-    let (columns, rows) = typed_rows(2_000);
-    let path = TablePath::new(db, "all_types");
-    let descriptor = TableDescriptor::builder()
-        .schema(fluss_schema(&columns))
-        .distributed_by(Some(3), Vec::new())
-        .build()
-        .expect("descriptor");
-    server
-        .step(
-            "create table",
-            admin.create_table(&path, &descriptor, false),
-        )
-        .await;
-    native_write(&server, db, "all_types", &rows).await;
-
-    let fjord = fjord_schema(&columns);
+    let (path, fjord, rows) = create_all_types_table(&server, &conn, db, 2_000).await;
+    native_write(&server, db, ALL_TYPES, &rows).await;
     let expected = to_batch(&fjord, &rows);
-    let schema = to_arrow_schema(&fjord);
 
-    let native = native_table(&server, db, "all_types").await;
-    let read: Vec<RecordBatch> = native_scan_all(&server, &native, rows.len())
-        .await
-        .into_iter()
-        .map(|b| b.records)
-        .collect();
-    let all = concat_batches(&schema, &read).expect("one schema");
-    assert_same_rows(&sorted_by_id(&all), &expected);
+    let read = native_read_sorted(&server, db, &fjord, rows.len()).await;
+    assert_same_rows(&read, &expected);
 
     let table = server.step("get table", conn.get_table(&path)).await;
     let read = fluss_scan_all(&server, &table, 3, rows.len()).await;
