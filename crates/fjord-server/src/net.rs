@@ -221,14 +221,16 @@ async fn serve_connection(node: Arc<Node>, stream: TcpStream) {
         // A small frame (or an unknown length): read into the shared buffer,
         // reserving room for the whole pending frame at once when its length
         // is known.
-        let mut missing = 1;
         if let Some(frame_bytes) = pending {
-            missing = frame_bytes.saturating_sub(buf.len()).max(1);
-            buf.reserve(missing);
+            buf.reserve(frame_bytes.saturating_sub(buf.len()).max(1));
         } else if buf.capacity() == buf.len() {
             buf.reserve(READ_BUFFER_BYTES);
         }
-        low_water.set(&reader, missing);
+        // Wake on any byte: a small frame arriving in pieces gains little
+        // from waiting for its rest, and raising the mark for it would cost
+        // a system call to raise and another to lower it again. This lowers
+        // the mark a large frame raised (a no-op otherwise).
+        low_water.set(&reader, 1);
         // After a large frame the next is likely large too: read only its
         // length prefix here, so its body goes straight into a pooled
         // buffer instead of being read here and copied there.
@@ -352,8 +354,9 @@ impl Drop for PooledFrame {
 }
 
 /// The socket's receive low-water mark (`SO_RCVLOWAT`), changed only when
-/// it differs from what was last set (one system call per large frame, none
-/// while small frames stream in).
+/// it differs from what was last set: raised for a large frame's missing
+/// bytes (once per read step) and lowered back to 1 after it; never touched
+/// while small frames stream in, whole or in pieces.
 struct LowWater {
     current: usize,
     /// Set after a failed call: the socket keeps the default (wake on any

@@ -1,5 +1,6 @@
 //! The produce path under pipelining and large frames: frames bigger than
-//! the reader's wake-up threshold (`SO_RCVLOWAT`) arriving in pieces,
+//! the reader's wake-up threshold (`SO_RCVLOWAT`) arriving in pieces, small
+//! frames arriving in pieces after them,
 //! several requests in one write, appends in arrival order per connection,
 //! and when acks 1 / all answers come relative to durability (one
 //! blocking-pool job per request does the appends and the waits).
@@ -129,6 +130,57 @@ async fn a_frame_larger_than_the_wake_up_threshold_arriving_in_pieces_is_appende
         panic!()
     };
     assert_eq!(r.buckets_resp[0].base_offset, Some(60_000));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn small_frames_arriving_in_pieces_after_a_large_frame_are_each_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let mut c = server.client().await;
+    let info = create_db_and_table(&mut c, "db", "t").await;
+    // A frame above the large-frame threshold, sent in two pieces, raises
+    // the reader's wake-up threshold; the small frames after it must not
+    // wait for bytes that never come.
+    let large = batch(0..10_000, 1, None);
+    assert!(large.len() > 128 * 1024, "{} bytes", large.len());
+    let mut frame = BytesMut::new();
+    produce(info.table_id, vec![(0, large)], -1)
+        .encode_frame(&mut frame, 0, 10)
+        .expect("encode");
+    c.send_raw(&frame[..1000]).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    c.send_raw(&frame[1000..]).await;
+    assert_eq!(
+        read_produce_answer(&mut c, 10).await.buckets_resp[0].base_offset,
+        Some(0)
+    );
+    let mut first = 10_000;
+    for id in 11..14 {
+        let mut frame = BytesMut::new();
+        produce(
+            info.table_id,
+            vec![(0, batch(first..first + 5, 1, None))],
+            -1,
+        )
+        .encode_frame(&mut frame, 0, id)
+        .expect("encode");
+        // Part of the length prefix, then part of the body, then the rest:
+        // each piece is read as it arrives.
+        let cuts = [0, 3, frame.len() / 2, frame.len()];
+        for pair in cuts.windows(2) {
+            c.send_raw(&frame[pair[0]..pair[1]]).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let answer = read_produce_answer(&mut c, id).await;
+        assert_eq!(answer.buckets_resp[0].error_code, None);
+        assert_eq!(answer.buckets_resp[0].base_offset, Some(i64::from(first)));
+        first += 5;
+    }
+    assert_eq!(
+        fetched_ids(&mut c, info.table_id, 0, 0).await,
+        (0..first).collect::<Vec<_>>()
+    );
     server.stop().await;
 }
 
