@@ -16,11 +16,9 @@ use arrow::datatypes::{DataType as ArrowType, Field, Schema as ArrowSchema, Sche
 use fluss::client::{FlussConnection, FlussTable, EARLIEST_OFFSET};
 use fluss::config::Config;
 use fluss::error::FlussError;
-use fluss::metadata::{
-    DataTypes, PartitionInfo, PartitionSpec, Schema, TableDescriptor, TablePath,
-};
+use fluss::metadata::{DataTypes, PartitionSpec, Schema, TableDescriptor, TablePath};
 use fluss::rpc::message::OffsetSpec;
-use support::{FjordServer, STEP_TIMEOUT};
+use support::{described_partitions as described, FjordServer, STEP_TIMEOUT};
 use tempfile::TempDir;
 
 /// Buckets per partition: more than one, so per-bucket routing inside a
@@ -80,28 +78,6 @@ fn rows(dt: &str, ids: std::ops::Range<i64>) -> RecordBatch {
 
 fn spec(dt: &str) -> PartitionSpec {
     PartitionSpec::new(HashMap::from([("dt", dt)]))
-}
-
-/// A listed partition as the client parsed it: (name, id, spec as sorted pairs).
-type Described = (String, i64, Vec<(String, String)>);
-
-/// Each listed partition, sorted by name.
-fn described(infos: &[PartitionInfo]) -> Vec<Described> {
-    let mut out: Vec<_> = infos
-        .iter()
-        .map(|p| {
-            let mut spec: Vec<(String, String)> = p
-                .get_partition_spec()
-                .get_spec_map()
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            spec.sort();
-            (p.get_partition_name(), p.get_partition_id(), spec)
-        })
-        .collect();
-    out.sort();
-    out
 }
 
 /// Subscribes to every bucket of one partition from the earliest offset and

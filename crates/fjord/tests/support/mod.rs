@@ -263,6 +263,29 @@ impl Drop for FjordServer {
     }
 }
 
+/// A partition as fluss-rs listed it: (name, id, spec as sorted pairs).
+pub type DescribedPartition = (String, i64, Vec<(String, String)>);
+
+/// Each partition fluss-rs listed, as plain values sorted by name, so tests
+/// compare listings with `assert_eq!`.
+pub fn described_partitions(infos: &[fluss::metadata::PartitionInfo]) -> Vec<DescribedPartition> {
+    let mut out: Vec<DescribedPartition> = infos
+        .iter()
+        .map(|p| {
+            let mut spec: Vec<(String, String)> = p
+                .get_partition_spec()
+                .get_spec_map()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            spec.sort();
+            (p.get_partition_name(), p.get_partition_id(), spec)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 /// Extracts the bound address from the server's ready line, e.g.
 /// `INFO fjord server ready: listening on 127.0.0.1:41234, data dir ./fjord-data`.
 fn parse_ready_line(line: &str) -> Option<SocketAddr> {
