@@ -1,12 +1,11 @@
 //! Admin partition calls against an in-process server: create, list (all and
 //! by partial spec), drop, and the Fluss error codes of each refusal.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use fjord_client::admin::PartitionInfo;
 use fjord_client::{Admin, ServerConnection, TablePath};
-use fjord_format::schema::{DatabaseDescriptor, Schema, TableDescriptor, TableDistribution};
+use fjord_format::schema::Schema;
 use fjord_format::types::DataType;
 use fjord_proto::ErrorCode;
 
@@ -42,28 +41,10 @@ async fn create_table(admin: &Admin, name: &str, keys: &[&str]) -> TablePath {
     for key in keys {
         schema = schema.column(*key, DataType::string());
     }
-    let descriptor = TableDescriptor::new(
-        schema.build().expect("schema"),
-        None,
-        keys.iter().map(|k| (*k).to_owned()).collect(),
-        Some(TableDistribution {
-            bucket_count: Some(2),
-            bucket_keys: Vec::new(),
-        }),
-        BTreeMap::new(),
-        BTreeMap::new(),
-    )
-    .expect("descriptor");
-    admin
-        .create_database("db", &DatabaseDescriptor::default(), true)
-        .await
-        .expect("create database");
     let path = TablePath::new("db", name);
-    admin
-        .create_table(&path, &descriptor, false)
+    support::create_partitioned_table(admin, &path, schema.build().expect("schema"), keys, Some(2))
         .await
-        .expect("create table");
-    path
+        .path
 }
 
 fn spec(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

@@ -2,7 +2,7 @@
 //! listing, dynamic creation once per partition under concurrent callers,
 //! dynamic creation disabled, and the server's partition limit.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use fjord_client::row::Datum;
 use fjord_client::{
     Admin, PartitionLookup, PartitionRouter, ServerConnection, TableInfo, TablePath,
 };
-use fjord_format::schema::{DatabaseDescriptor, Schema, TableDescriptor, TableDistribution};
+use fjord_format::schema::Schema;
 use fjord_format::types::DataType;
 use fjord_proto::ErrorCode;
 use fjord_server::{Server, ServerConfig};
@@ -45,35 +45,15 @@ async fn start() -> Running {
     start_with(&[]).await
 }
 
-/// `db.<name>`: `id BIGINT, dt STRING`, partitioned by `dt`.
+/// `db.<name>`: `id BIGINT, dt STRING`, partitioned by `dt`, one bucket.
 async fn create_table(admin: &Admin, name: &str) -> TableInfo {
     let schema = Schema::builder()
         .column("id", DataType::bigint())
         .column("dt", DataType::string())
         .build()
         .expect("schema");
-    let descriptor = TableDescriptor::new(
-        schema,
-        None,
-        vec!["dt".to_owned()],
-        Some(TableDistribution {
-            bucket_count: Some(1),
-            bucket_keys: Vec::new(),
-        }),
-        BTreeMap::new(),
-        BTreeMap::new(),
-    )
-    .expect("descriptor");
-    admin
-        .create_database("db", &DatabaseDescriptor::default(), true)
+    support::create_partitioned_table(admin, &TablePath::new("db", name), schema, &["dt"], Some(1))
         .await
-        .expect("create database");
-    let path = TablePath::new("db", name);
-    admin
-        .create_table(&path, &descriptor, false)
-        .await
-        .expect("create table");
-    admin.table_info(&path).await.expect("table info")
 }
 
 fn row(dt: &str) -> [Datum<'_>; 2] {
@@ -317,25 +297,14 @@ async fn router_refuses_a_table_without_partition_keys() {
         .column("id", DataType::bigint())
         .build()
         .expect("schema");
-    let descriptor = TableDescriptor::new(
+    let table = support::create_partitioned_table(
+        &s.admin,
+        &TablePath::new("db", "plain"),
         schema,
+        &[],
         None,
-        Vec::new(),
-        None,
-        BTreeMap::new(),
-        BTreeMap::new(),
     )
-    .expect("descriptor");
-    s.admin
-        .create_database("db", &DatabaseDescriptor::default(), true)
-        .await
-        .expect("db");
-    let path = TablePath::new("db", "plain");
-    s.admin
-        .create_table(&path, &descriptor, false)
-        .await
-        .expect("table");
-    let table = s.admin.table_info(&path).await.expect("info");
+    .await;
     let error = PartitionRouter::new(s.admin.clone(), &table, true)
         .await
         .expect_err("not partitioned");
@@ -352,25 +321,9 @@ async fn several_partition_keys_route_by_the_name_the_server_lists() {
         .build()
         .expect("schema");
     // Keys in an order other than the columns': names follow the keys.
-    let descriptor = TableDescriptor::new(
-        schema,
-        None,
-        vec!["dt".to_owned(), "region".to_owned()],
-        None,
-        BTreeMap::new(),
-        BTreeMap::new(),
-    )
-    .expect("descriptor");
-    s.admin
-        .create_database("db", &DatabaseDescriptor::default(), true)
-        .await
-        .expect("db");
     let path = TablePath::new("db", "two_keys");
-    s.admin
-        .create_table(&path, &descriptor, false)
-        .await
-        .expect("table");
-    let table = s.admin.table_info(&path).await.expect("info");
+    let table =
+        support::create_partitioned_table(&s.admin, &path, schema, &["dt", "region"], None).await;
     let router = PartitionRouter::new(s.admin.clone(), &table, true)
         .await
         .expect("router");

@@ -3,7 +3,7 @@
 //! several writers racing), every row read back from its own partition only,
 //! and a clear refusal when dynamic creation is disabled.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,7 +13,7 @@ use fjord_client::row::Datum;
 use fjord_client::{
     AppendWriter, FlussClient, LogScanner, ScannerConfig, TableInfo, TablePath, WriterConfig,
 };
-use fjord_format::schema::{DatabaseDescriptor, Schema, TableDescriptor, TableDistribution};
+use fjord_format::schema::Schema;
 use fjord_format::types::DataType;
 use fjord_proto::ErrorCode;
 
@@ -68,29 +68,8 @@ async fn create_table(client: &FlussClient, name: &str) -> TableInfo {
         .column("dt", DataType::string())
         .build()
         .expect("schema");
-    let descriptor = TableDescriptor::new(
-        schema,
-        None,
-        vec!["dt".to_owned()],
-        Some(TableDistribution {
-            bucket_count: Some(BUCKETS),
-            bucket_keys: Vec::new(),
-        }),
-        BTreeMap::new(),
-        BTreeMap::new(),
-    )
-    .expect("descriptor");
-    let admin = client.admin();
-    admin
-        .create_database("db", &DatabaseDescriptor::default(), true)
-        .await
-        .expect("create database");
     let path = TablePath::new("db", name);
-    admin
-        .create_table(&path, &descriptor, false)
-        .await
-        .expect("create table");
-    client.table_info(&path).await.expect("table info")
+    support::create_partitioned_table(&client.admin(), &path, schema, &["dt"], Some(BUCKETS)).await
 }
 
 /// Reads every row of one partition (all buckets from offset 0) until

@@ -272,6 +272,40 @@ pub async fn create_bucketed_table(
     client.table_info(path).await.expect("table info")
 }
 
+/// Creates database `path.database` (if needed) and the log table `path`
+/// with `schema`, partitioned by `partition_keys` (none: a plain table),
+/// with `buckets` buckets (`None`: the server's default); returns the
+/// table as the server describes it.
+pub async fn create_partitioned_table(
+    admin: &fjord_client::Admin,
+    path: &TablePath,
+    schema: Schema,
+    partition_keys: &[&str],
+    buckets: Option<i32>,
+) -> TableInfo {
+    let descriptor = TableDescriptor::new(
+        schema,
+        None,
+        partition_keys.iter().map(|k| (*k).to_owned()).collect(),
+        buckets.map(|count| TableDistribution {
+            bucket_count: Some(count),
+            bucket_keys: Vec::new(),
+        }),
+        Default::default(),
+        Default::default(),
+    )
+    .expect("descriptor");
+    admin
+        .create_database(&path.database, &DatabaseDescriptor::default(), true)
+        .await
+        .expect("create database");
+    admin
+        .create_table(path, &descriptor, false)
+        .await
+        .expect("create table");
+    admin.table_info(path).await.expect("table info")
+}
+
 /// Reads every bucket of `table` from offset 0 until `expected_rows` rows
 /// arrived (or a bounded number of empty polls passed), returning the
 /// batches in bucket order.
