@@ -144,6 +144,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Batches whose stamped prefixes and part list an append keeps on the stack
+/// and writes with one vectored write (about 1.8 KiB of stack). Clients send
+/// one batch per bucket per request, so an append is almost always one
+/// group; one with more batches takes one write per group.
+const APPEND_GROUP_BATCHES: usize = 32;
+
 /// Per-batch facts gathered while validating an append.
 #[derive(Debug, Clone, Copy)]
 struct Incoming {
@@ -401,36 +407,16 @@ impl LogTablet {
 
         let commit_ts = now_ms.max(w.last_commit_ts);
         let first_offset = w.log_end;
-        // Each batch's stamped prefix, then the parts to write: prefix,
-        // received rest, prefix, received rest, ...
-        let mut prefixes = vec![[0u8; STAMPED_PREFIX_BYTES_MAX]; incoming.len()];
-        let mut offset = first_offset;
-        let mut at = 0usize;
-        for (b, prefix) in incoming.iter().zip(prefixes.iter_mut()) {
-            let end = b.layout.crc;
-            prefix[..end].copy_from_slice(&batches[at..at + end]);
-            stamp_prefix(
-                prefix,
-                b.layout,
-                offset,
-                commit_ts,
-                self.config.leader_epoch,
-            );
-            at += b.size;
-            offset += i64::from(b.offset_delta) + 1;
-        }
-        let mut parts: Vec<IoSlice<'_>> = Vec::with_capacity(2 * incoming.len());
-        let mut at = 0usize;
-        for (b, prefix) in incoming.iter().zip(prefixes.iter()) {
-            let end = b.layout.crc;
-            parts.push(IoSlice::new(&prefix[..end]));
-            parts.push(IoSlice::new(&batches[at + end..at + b.size]));
-            at += b.size;
-        }
-
         let active = w.active().clone();
         let position = w.active_len;
-        if let Err(e) = active.file.write_all_vectored_at(&mut parts, position) {
+        if let Err(e) = self.write_stamped(
+            &active,
+            position,
+            batches,
+            &incoming,
+            first_offset,
+            commit_ts,
+        ) {
             // Leave no partial batch behind the log end.
             if let Err(e2) = active.file.set_len(position) {
                 tracing::error!(file = %active.log_path.display(), error = %e2, "could not undo a failed append");
@@ -509,6 +495,61 @@ impl LogTablet {
             commit_timestamp: commit_ts,
             duplicate: false,
         })
+    }
+
+    /// Writes `batches` (validated as `incoming`) to `segment` at `position`,
+    /// each with its stamped prefix (base offsets from `first_offset`,
+    /// `commit_ts`, the leader epoch) followed by its received rest: a group
+    /// of [`APPEND_GROUP_BATCHES`] batches per vectored write, their
+    /// prefixes and part list on the stack, so the write allocates nothing.
+    /// On error some groups may be written; the caller truncates them.
+    fn write_stamped(
+        &self,
+        segment: &Segment,
+        position: u64,
+        batches: &[u8],
+        incoming: &[Incoming],
+        first_offset: i64,
+        commit_ts: i64,
+    ) -> std::io::Result<()> {
+        let mut offset = first_offset;
+        let mut at = 0usize;
+        let mut group_position = position;
+        for group in incoming.chunks(APPEND_GROUP_BATCHES) {
+            let group_start = at;
+            let mut prefixes = [[0u8; STAMPED_PREFIX_BYTES_MAX]; APPEND_GROUP_BATCHES];
+            for (b, prefix) in group.iter().zip(prefixes.iter_mut()) {
+                let end = b.layout.crc;
+                prefix[..end].copy_from_slice(&batches[at..at + end]);
+                stamp_prefix(
+                    prefix,
+                    b.layout,
+                    offset,
+                    commit_ts,
+                    self.config.leader_epoch,
+                );
+                at += b.size;
+                offset += i64::from(b.offset_delta) + 1;
+            }
+            // Prefix, received rest, prefix, received rest, ...
+            let mut parts = [IoSlice::new(&[]); 2 * APPEND_GROUP_BATCHES];
+            let mut batch_at = group_start;
+            for ((b, prefix), pair) in group
+                .iter()
+                .zip(prefixes.iter())
+                .zip(parts.chunks_exact_mut(2))
+            {
+                let end = b.layout.crc;
+                pair[0] = IoSlice::new(&prefix[..end]);
+                pair[1] = IoSlice::new(&batches[batch_at + end..batch_at + b.size]);
+                batch_at += b.size;
+            }
+            segment
+                .file
+                .write_all_vectored_at(&mut parts[..2 * group.len()], group_position)?;
+            group_position += (at - group_start) as u64;
+        }
+        Ok(())
     }
 
     /// Seals the active segment (fsync, index persisted) and starts a new one

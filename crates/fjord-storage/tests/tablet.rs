@@ -453,6 +453,41 @@ fn one_append_of_batches_of_every_magic_stamps_each_and_keeps_every_body_on_disk
 }
 
 #[test]
+fn one_append_of_more_batches_than_a_write_group_lands_each_batch_in_order() {
+    // The append writes its batches a group at a time (32 a vectored
+    // write); 100 batches of varying magic and size cross several group
+    // boundaries, including a partial last group.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fs: Arc<dyn Fs> = Arc::new(fjord_storage::OsFs);
+    let t = LogTablet::open(fs, dir.path(), LogConfig::default(), 0).expect("open");
+    let magics = [LOG_MAGIC_V0, LOG_MAGIC_V1, LOG_MAGIC_V2];
+    let mut records = Vec::new();
+    for i in 0..100u8 {
+        let header = BatchHeader {
+            magic: magics[usize::from(i) % 3],
+            ..BatchHeader::append_only(1, i32::from(i % 4) + 1)
+        };
+        write_batch(&mut records, &header, &[], &vec![i; usize::from(i) + 1]).expect("batch");
+    }
+    let info = t.append(&records, 500).expect("append");
+    t.wait_durable(info.last_offset).expect("durable");
+    let r = t.read(0, 1 << 20).expect("read");
+    assert_eq!(r.records.len(), records.len());
+    let mut base = 0;
+    let mut count = 0u8;
+    for (i, b) in (0u8..).zip(LogBatches::new(&r.records)) {
+        let b = b.expect("valid CRC after stamping");
+        assert_eq!(b.magic(), magics[usize::from(i) % 3]);
+        assert_eq!((b.base_offset(), b.commit_timestamp()), (base, 500));
+        assert_eq!(b.records(), &vec![i; usize::from(i) + 1][..], "batch {i}");
+        base += i64::from(i % 4) + 1;
+        count += 1;
+    }
+    assert_eq!(count, 100);
+    assert_eq!((info.first_offset, info.last_offset), (0, base - 1));
+}
+
+#[test]
 fn garbage_after_the_last_batch_is_truncated_on_open() {
     let dir = tempfile::tempdir().expect("tempdir");
     let fs: Arc<dyn Fs> = Arc::new(fjord_storage::OsFs);
