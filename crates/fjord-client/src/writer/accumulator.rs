@@ -612,6 +612,7 @@ mod tests {
             stats: Counters::default(),
             recycled: Recycled::default(),
             backlog: Arc::default(),
+            outputs: Default::default(),
         };
         let (mut acc, rx) = one_bucket_accumulator();
         let row = |id| [Datum::BigInt(id)];
@@ -651,6 +652,7 @@ mod tests {
             stats: Counters::default(),
             recycled: Recycled::default(),
             backlog: Arc::default(),
+            outputs: Default::default(),
         }
     }
 

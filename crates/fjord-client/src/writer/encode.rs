@@ -24,6 +24,64 @@ use crate::writer::Shared;
 /// encoder's buffer rarely grows while encoding.
 const ENCODE_HEADROOM_BYTES: usize = 4096;
 
+/// Most encoded-batch buffers kept after acknowledgement for the next
+/// batches to encode into: bounds the memory held beyond
+/// `client.writer.buffer.memory-size` (which counts them only while their
+/// batch is unacknowledged) to this many buffers of about one encoded
+/// batch each (plus [`OUTPUT_BUFFER_HEADROOM_DIVISOR`]). Acknowledgements
+/// arrive a request (several batches) at a time; this absorbs a few.
+pub(crate) const OUTPUT_BUFFERS_MAX: usize = 8;
+
+/// A fresh encode buffer gets `1 / this` more room than the batch needs,
+/// so a kept buffer also fits the next batches, which grow by a few bytes
+/// as the compression ratio is learned (without it, most kept buffers were
+/// a few bytes short and dropped).
+const OUTPUT_BUFFER_HEADROOM_DIVISOR: usize = 16;
+
+/// Encoded-batch buffers given back by the sender once their batch was
+/// acknowledged: a fresh multi-megabyte allocation per batch is returned to
+/// the kernel when freed and faults its pages in again on the next batch,
+/// which measured ~10 % of the `none` writer's samples (the encoder
+/// thread's copy into fresh pages; docs/bench-notes/client.md, "fourth
+/// pass"). Locked once per batch on each side.
+#[derive(Default)]
+pub(crate) struct OutputPool {
+    buffers: std::sync::Mutex<Vec<Vec<u8>>>,
+}
+
+impl OutputPool {
+    /// Keeps the buffer of an acknowledged batch if nothing else holds it
+    /// and the pool has room.
+    pub(crate) fn give(&self, bytes: Bytes) {
+        let Ok(buffer) = bytes.try_into_mut() else {
+            return;
+        };
+        let mut buffer = Vec::from(buffer);
+        buffer.clear();
+        let mut buffers = self.buffers.lock().unwrap_or_else(|e| e.into_inner());
+        if buffers.len() < OUTPUT_BUFFERS_MAX {
+            buffers.push(buffer);
+        }
+    }
+
+    /// An empty buffer with room for `bytes`: a kept one if it is large
+    /// enough, else a fresh one (growing an empty kept buffer would copy
+    /// its stale contents).
+    fn take(&self, bytes: usize) -> Vec<u8> {
+        let kept = self.buffers.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        match kept {
+            Some(buffer) if buffer.capacity() >= bytes => buffer,
+            _ => Vec::with_capacity(bytes + bytes / OUTPUT_BUFFER_HEADROOM_DIVISOR),
+        }
+    }
+
+    /// Buffers kept now.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.buffers.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
 /// An encoded batch on its way to (or in) the sender.
 pub(crate) struct EncodedBatch {
     /// Where it goes.
@@ -108,9 +166,9 @@ fn encode_one(
     } else {
         batch.get_array_memory_size()
     };
-    let mut out = Vec::with_capacity(
-        (uncompressed as f64 * f64::from(ratio)) as usize + ENCODE_HEADROOM_BYTES,
-    );
+    let mut out = shared
+        .outputs
+        .take((uncompressed as f64 * f64::from(ratio)) as usize + ENCODE_HEADROOM_BYTES);
     // The sequence is taken only for a batch that encodes: a failed encode
     // must not leave a gap the server would refuse.
     header.batch_sequence = sequences.peek(key);
@@ -161,5 +219,38 @@ fn encode_one(
             batch.completion,
             batch.reserved_bytes,
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_acknowledged_buffer_is_reused_empty_and_a_shared_one_is_not() {
+        let pool = OutputPool::default();
+        let mut first = Vec::with_capacity(1 << 16);
+        first.extend_from_slice(b"batch one");
+        let address = first.as_ptr();
+        pool.give(Bytes::from(first));
+        let reused = pool.take(1 << 10);
+        assert_eq!(reused.as_ptr(), address, "the kept buffer comes back");
+        assert!(reused.is_empty(), "with nothing of the old batch in it");
+        // Still referenced elsewhere (e.g. a request not yet written): not kept.
+        let shared = Bytes::from(reused);
+        let _other = shared.clone();
+        pool.give(shared);
+        assert_eq!(pool.len(), 0);
+    }
+
+    #[test]
+    fn the_pool_is_bounded_and_too_small_buffers_are_not_handed_out() {
+        let pool = OutputPool::default();
+        for _ in 0..OUTPUT_BUFFERS_MAX + 2 {
+            pool.give(Bytes::from(Vec::with_capacity(64)));
+        }
+        assert_eq!(pool.len(), OUTPUT_BUFFERS_MAX);
+        let big = pool.take(1 << 20);
+        assert!(big.capacity() >= 1 << 20);
     }
 }

@@ -162,6 +162,8 @@ pub(crate) struct Shared {
     pub(crate) recycled: accumulator::Recycled,
     /// Sealed batches not yet encoded (the accumulator holds the same).
     pub(crate) backlog: Arc<backlog::EncodeBacklog>,
+    /// Buffers of acknowledged batches, for the encoder to reuse.
+    pub(crate) outputs: encode::OutputPool,
 }
 
 impl Shared {
@@ -350,6 +352,7 @@ impl AppendWriter {
             stats: Counters::default(),
             recycled: accumulator::Recycled::default(),
             backlog,
+            outputs: encode::OutputPool::default(),
         });
         encode::spawn(
             encoder,

@@ -410,6 +410,7 @@ impl Sender {
             .fetch_add(batch.bytes.len() as u64, Ordering::Relaxed);
         self.shared
             .complete(Ok(ack), batch.completion, batch.reserved_bytes);
+        self.shared.outputs.give(batch.bytes);
     }
 
     fn on_error(&mut self, mut batch: EncodedBatch, error: ClientError) {
