@@ -1,11 +1,25 @@
 //! A frame written as a list of chunks (see [`crate::fetch_response`] and
-//! [`crate::produce_request`]): what one vectored write of it covers, and
-//! how a partial write advances it. The sockets stay with the caller; this
-//! is the bookkeeping both the server's and the client's writers share.
+//! [`crate::produce_request`]): what one vectored write of it covers,
+//! how a partial write advances it, and which record payloads are small
+//! enough to copy rather than pass through. The sockets stay with the
+//! caller; this is the bookkeeping both the server's and the client's
+//! writers share.
 
 use std::io::IoSlice;
 
 use bytes::{Buf, Bytes};
+
+/// Record payloads (a bucket's `records`) up to this size are copied into
+/// the frame's scratch buffer instead of becoming a chunk of their own, in
+/// FetchLog responses and ProduceLog requests alike. A payload passed
+/// through costs a chunk for itself and, unless it ends the frame, cuts the
+/// scaffolding after it into another: up to two more list entries and
+/// `Bytes` handles to take and drop, two more iovecs for the kernel to walk,
+/// and two of the [`IOV_MAX_CHUNKS`] slots of a vectored write. Copying a
+/// few hundred bytes costs less than that; above this size the copy grows
+/// with the payload while the chunk costs stay the same. The size is that
+/// reasoning, not a measured break-even point.
+pub const INLINE_RECORDS_MAX_BYTES: usize = 512;
 
 /// Most chunks handed to one vectored write (well under Linux's `IOV_MAX`
 /// of 1024; a frame with more takes more writes).

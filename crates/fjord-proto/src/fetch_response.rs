@@ -12,16 +12,12 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use prost::Message;
 
+use crate::chunks::INLINE_RECORDS_MAX_BYTES;
 use crate::frame::{
     frame_length, FrameError, LENGTH_FIELD_BYTES, RESPONSE_HEADER_BYTES, RESPONSE_TYPE_SUCCESS,
 };
 use crate::messages::FetchLogResponse;
 use crate::wire::{put_key, put_varint, WIRE_TYPE_LEN, WIRE_TYPE_VARINT};
-
-/// Record payloads up to this size are copied into the scratch buffer rather
-/// than handed over as their own chunk: one more entry in a vectored write
-/// costs more than copying a few hundred bytes.
-pub const INLINE_RECORDS_MAX_BYTES: usize = 512;
 
 /// `FetchLogResponse.tables_resp`.
 const TAG_TABLES_RESP: u32 = 1;

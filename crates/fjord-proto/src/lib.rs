@@ -46,12 +46,13 @@ pub mod messages {
 }
 
 pub use api_key::{ApiKey, VersionRange};
+pub use chunks::INLINE_RECORDS_MAX_BYTES;
 pub use error::{ApiError, ErrorCode};
-pub use fetch_response::{encode_fetch_log_response_chunks, INLINE_RECORDS_MAX_BYTES};
+pub use fetch_response::encode_fetch_log_response_chunks;
 pub use frame::{
     encode_error_response, encode_raw_request, encode_raw_success_response, encode_request,
     encode_server_failure, encode_success_response, FrameDecoder, FrameError, RequestFrame,
     RequestHeader, ResponseFrame, DEFAULT_MAX_FRAME_BYTES,
 };
-pub use produce_request::{encode_produce_log_request_chunks, INLINE_PRODUCE_RECORDS_MAX_BYTES};
+pub use produce_request::encode_produce_log_request_chunks;
 pub use request::{decode_request, decode_response, Request, RequestError, Response};

@@ -12,14 +12,10 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use prost::Message;
 
+use crate::chunks::INLINE_RECORDS_MAX_BYTES;
 use crate::frame::{frame_length, FrameError, RequestHeader, REQUEST_HEADER_BYTES};
 use crate::messages::{PbProduceLogReqForBucket, ProduceLogRequest};
 use crate::wire::{put_key, put_varint, WIRE_TYPE_LEN, WIRE_TYPE_VARINT};
-
-/// Record payloads up to this size are copied into the scratch buffer rather
-/// than handed over as their own chunk: one more entry in a vectored write
-/// costs more than copying a few hundred bytes.
-pub const INLINE_PRODUCE_RECORDS_MAX_BYTES: usize = 512;
 
 /// `ProduceLogRequest.buckets_req`.
 const TAG_BUCKETS_REQ: u32 = 4;
@@ -37,7 +33,7 @@ const TAG_ROUTING_BUCKET_COUNT: u32 = 5;
 /// Appends the request frame of `request` under `header` to `chunks`, as
 /// byte chunks to be written in order. Protobuf scaffolding is written into
 /// `scratch` and split off (its spare capacity is reused by the next call);
-/// each bucket's `records` larger than [`INLINE_PRODUCE_RECORDS_MAX_BYTES`]
+/// each bucket's `records` larger than [`INLINE_RECORDS_MAX_BYTES`]
 /// becomes a chunk of its own, the very `Bytes` given, not a copy.
 pub fn encode_produce_log_request_chunks(
     scratch: &mut BytesMut,
@@ -96,7 +92,7 @@ pub fn encode_produce_log_request_chunks(
         }
         put_key(scratch, TAG_RECORDS, WIRE_TYPE_LEN);
         put_varint(scratch, records.len() as u64);
-        if records.len() <= INLINE_PRODUCE_RECORDS_MAX_BYTES {
+        if records.len() <= INLINE_RECORDS_MAX_BYTES {
             scratch.put_slice(&records);
         } else {
             chunks.push(scratch.split().freeze());
@@ -153,7 +149,7 @@ mod tests {
 
     #[test]
     fn large_records_are_passed_through_not_copied() {
-        let big = Bytes::from(vec![7u8; INLINE_PRODUCE_RECORDS_MAX_BYTES + 1]);
+        let big = Bytes::from(vec![7u8; INLINE_RECORDS_MAX_BYTES + 1]);
         let request = ProduceLogRequest {
             acks: -1,
             table_id: 12,
@@ -189,7 +185,7 @@ mod tests {
                 (
                     proptest::option::of(any::<i64>()),
                     any::<i32>(),
-                    0..2 * INLINE_PRODUCE_RECORDS_MAX_BYTES,
+                    0..2 * INLINE_RECORDS_MAX_BYTES,
                     proptest::option::of("[a-z0-9=]{0,12}"),
                     proptest::option::of(any::<i32>()),
                 ),
