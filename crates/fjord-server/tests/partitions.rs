@@ -367,8 +367,10 @@ async fn restart_keeps_partition_ids_and_data_and_drop_deletes_data() {
             .await
             .unwrap();
         let parts = list(&mut c, "t", None).await;
-        produce(&mut c, table_id, parts[0].0, 0, 0..2).await;
-        produce(&mut c, table_id, parts[1].0, 0, 5..6).await;
+        for (part, ids) in [(parts[0].0, 0..2), (parts[1].0, 5..6)] {
+            let written = produce(&mut c, table_id, part, 0, ids).await;
+            assert_eq!(written.error_code, None, "{written:?}");
+        }
         server.stop().await;
         (table_id, parts)
     };
@@ -650,7 +652,12 @@ async fn drop_database_cascade_deletes_partitioned_tables_data() {
         .await
         .unwrap();
     let pid = list(&mut c, "t", None).await[0].0;
-    produce(&mut c, table_id, pid, 0, 0..2).await;
+    let written = produce(&mut c, table_id, pid, 0, 0..2).await;
+    assert_eq!(
+        (written.error_code, written.base_offset),
+        (None, Some(0)),
+        "the partition holds data before the drop: {written:?}"
+    );
     let table_dir = dir.path().join("log").join(table_id.to_string());
     assert!(table_dir.exists());
     c.call(Request::DropDatabase(pb::DropDatabaseRequest {
