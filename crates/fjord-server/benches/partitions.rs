@@ -21,8 +21,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrow_array::{Int64Array, RecordBatch, StringArray};
-use arrow_schema::{DataType, Field, Schema};
 use fjord_format::arrow_log::{ArrowCompression, ArrowLogEncoder};
+use fjord_format::arrow_schema::to_arrow_schema;
+use fjord_format::json::schema_from_json_bytes;
 use fjord_format::log_batch::BatchHeader;
 use fjord_proto::messages as pb;
 use fjord_proto::{Request, Response};
@@ -64,11 +65,10 @@ fn cpu_seconds() -> f64 {
 }
 
 fn batch(day: &str) -> Vec<u8> {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("user_id", DataType::Int64, true),
-        Field::new("behavior", DataType::Utf8, true),
-        Field::new("dt", DataType::Utf8, true),
-    ]));
+    // The Arrow schema the server derives from the table's own schema, so
+    // the batch cannot drift from SCHEMA_JSON.
+    let schema = schema_from_json_bytes(SCHEMA_JSON.as_bytes()).expect("schema");
+    let schema = to_arrow_schema(&schema);
     let behaviors = ["pv", "cart", "fav", "buy"];
     let rows = RecordBatch::try_new(
         schema.clone(),
