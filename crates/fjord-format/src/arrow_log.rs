@@ -32,6 +32,7 @@ use arrow_ipc::{CompressionType, MetadataVersion};
 use arrow_schema::{ArrowError, SchemaRef};
 
 use crate::ipc::{check_nodes, parse_batch_message, IpcMessageError};
+use crate::ipc_write::FlatRecordBatchWriter;
 use crate::log_batch::{self, BatchHeader, LogBatch, LogBatchError, APPEND_ONLY_FLAG_MASK};
 use crate::records::{split_batch, SplitError};
 use crate::schema::{TABLE_LOG_ARROW_COMPRESSION_TYPE, TABLE_LOG_ARROW_COMPRESSION_ZSTD_LEVEL};
@@ -229,6 +230,9 @@ impl Write for SwapSink {
 pub struct ArrowLogEncoder {
     schema: SchemaRef,
     writer: StreamWriter<SwapSink>,
+    /// The direct writer, for schemas of flat columns with NONE or ZSTD
+    /// (the common case); `writer` serves the rest.
+    flat: Option<FlatRecordBatchWriter>,
     compression: ArrowCompression,
 }
 
@@ -257,9 +261,16 @@ impl ArrowLogEncoder {
         let mut writer = StreamWriter::try_new_with_options(SwapSink::default(), &schema, options)?;
         // The stream's schema message is not part of a log batch.
         writer.get_mut().buf = Vec::new();
+        let flat = match compression {
+            _ if !FlatRecordBatchWriter::supports(&schema) => None,
+            ArrowCompression::None => Some(FlatRecordBatchWriter::new(None)?),
+            ArrowCompression::Zstd { level } => Some(FlatRecordBatchWriter::new(Some(level))?),
+            ArrowCompression::Lz4Frame => None,
+        };
         Ok(Self {
             schema,
             writer,
+            flat,
             compression,
         })
     }
@@ -326,9 +337,15 @@ impl ArrowLogEncoder {
         if let Some(change_types) = change_types {
             out.extend_from_slice(change_types);
         }
-        std::mem::swap(&mut self.writer.get_mut().buf, out);
-        let written = self.writer.write(batch);
-        std::mem::swap(&mut self.writer.get_mut().buf, out);
+        let written = match &mut self.flat {
+            Some(flat) => flat.write(batch, out),
+            None => {
+                std::mem::swap(&mut self.writer.get_mut().buf, out);
+                let written = self.writer.write(batch);
+                std::mem::swap(&mut self.writer.get_mut().buf, out);
+                written
+            }
+        };
         if let Err(e) = written {
             out.truncate(start);
             return Err(e.into());

@@ -21,6 +21,7 @@ pub mod arrow_schema;
 pub mod error;
 pub mod fixtures;
 mod ipc;
+mod ipc_write;
 pub mod json;
 pub mod log_batch;
 pub mod projection;
