@@ -95,7 +95,7 @@ fn batch(day: &str) -> Vec<u8> {
     out
 }
 
-async fn call(node: &Node, request: Request) -> Response {
+async fn call(node: &Arc<Node>, request: Request) -> Response {
     fjord_server::api::dispatch(node, request)
         .await
         .expect("request succeeds")
@@ -108,7 +108,7 @@ fn path(table: &str) -> pb::PbTablePath {
     }
 }
 
-async fn create_table(node: &Node, table: &str, partitioned: bool) -> i64 {
+async fn create_table(node: &Arc<Node>, table: &str, partitioned: bool) -> i64 {
     call(
         node,
         Request::CreateTable(pb::CreateTableRequest {
@@ -131,7 +131,7 @@ async fn create_table(node: &Node, table: &str, partitioned: bool) -> i64 {
     info.table_id
 }
 
-async fn create_partition(node: &Node, table: &str, day: &str) {
+async fn create_partition(node: &Arc<Node>, table: &str, day: &str) {
     call(
         node,
         Request::CreatePartition(pb::CreatePartitionRequest {
@@ -148,7 +148,7 @@ async fn create_partition(node: &Node, table: &str, day: &str) {
     .await;
 }
 
-async fn partition_ids(node: &Node, table: &str) -> Vec<i64> {
+async fn partition_ids(node: &Arc<Node>, table: &str) -> Vec<i64> {
     let Response::ListPartitionInfos(r) = call(
         node,
         Request::ListPartitionInfos(pb::ListPartitionInfosRequest {
@@ -167,7 +167,7 @@ async fn partition_ids(node: &Node, table: &str) -> Vec<i64> {
 /// Produces `REQUESTS` batches round-robin over `targets` (partition ids, or
 /// `[None]`); returns (wall ns per record, CPU ns per record).
 async fn produce_run(
-    node: &Node,
+    node: &Arc<Node>,
     table_id: i64,
     targets: &[Option<i64>],
     records: &bytes::Bytes,

@@ -411,7 +411,11 @@ impl LowWater {
 /// becomes an error frame answering the request id. FetchLog answers hand
 /// the record bytes read from segments through as their own chunks (no copy
 /// into the frame).
-async fn answer(node: &Node, frame: RequestFrame, turn: Option<api::AppendTurn>) -> Vec<Bytes> {
+async fn answer(
+    node: &Arc<Node>,
+    frame: RequestFrame,
+    turn: Option<api::AppendTurn>,
+) -> Vec<Bytes> {
     let header = frame.header;
     let result = match decode_request(header.api_key, header.api_version, frame.body) {
         Ok(request) => api::dispatch_in_turn(node, request, turn).await,

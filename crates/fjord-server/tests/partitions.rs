@@ -1,11 +1,13 @@
 //! Partitioned tables over the wire: create / list / drop partitions with
 //! Fluss's error codes, data routed by partition id and read back from that
 //! partition only, ids and data across a restart, drop deleting data,
-//! `max.partition.num`, and auto-partitioning at table creation with an
-//! injected clock.
+//! `max.partition.num`, auto-partitioning at table creation with an
+//! injected clock, and table / partition creation (fsyncs) off the runtime
+//! thread.
 
 mod support;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use fjord_proto::messages as pb;
@@ -679,5 +681,52 @@ async fn drop_database_cascade_deletes_partitioned_tables_data() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::PartitionNotExists, "{err}");
+    server.stop().await;
+}
+
+/// Dispatches `request` on the test's (single-threaded) runtime next to a
+/// probe future polled right after its first poll; true if the probe found
+/// the request still running, i.e. it gave the thread back while its
+/// blocking work ran elsewhere (done inline, it would finish within its
+/// first poll).
+async fn runtime_free_while(node: &Arc<fjord_server::node::Node>, request: Request) -> bool {
+    let done = AtomicBool::new(false);
+    let work = async {
+        fjord_server::api::dispatch(node, request)
+            .await
+            .expect("request succeeds");
+        done.store(true, Ordering::SeqCst);
+    };
+    let probe = async { !done.load(Ordering::SeqCst) };
+    tokio::join!(work, probe).1
+}
+
+#[tokio::test]
+async fn create_table_and_create_partition_leave_the_runtime_thread_free_while_they_fsync() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let mut c = server.client().await;
+    create_table(&mut c, "first", PARTITIONED_JSON)
+        .await
+        .unwrap();
+    let create_table = Request::CreateTable(pb::CreateTableRequest {
+        table_path: table_path("db", "t"),
+        table_json: PARTITIONED_JSON.as_bytes().to_vec().into(),
+        ignore_if_exists: false,
+    });
+    assert!(
+        runtime_free_while(&server.node, create_table).await,
+        "CreateTable ran on the runtime thread"
+    );
+    let create_partition = Request::CreatePartition(pb::CreatePartitionRequest {
+        table_path: table_path("db", "t"),
+        partition_spec: spec(&[("name", "a")]),
+        ignore_if_not_exists: false,
+    });
+    assert!(
+        runtime_free_while(&server.node, create_partition).await,
+        "CreatePartition ran on the runtime thread"
+    );
+    assert_eq!(list(&mut c, "t", None).await.len(), 1);
     server.stop().await;
 }

@@ -2,14 +2,24 @@
 //! replica manager creates one log tablet per bucket — or, for a
 //! partitioned table with auto-partitioning, the first auto-partition check
 //! runs at once, so the pre-created partitions exist when the answer goes.
+//! All of it runs on the blocking pool (catalog and tablet fsyncs).
+
+use std::sync::Arc;
 
 use fjord_proto::messages as pb;
 
 use crate::error::ApiError;
 use crate::node::Node;
 
-/// Creates the table and its tablets.
-pub fn handle(node: &Node, r: pb::CreateTableRequest) -> Result<pb::CreateTableResponse, ApiError> {
+/// Creates the table and its tablets (and its first auto-partitions).
+pub async fn handle(
+    node: &Arc<Node>,
+    r: pb::CreateTableRequest,
+) -> Result<pb::CreateTableResponse, ApiError> {
+    super::on_blocking_pool(node, move |node| create(node, &r)).await
+}
+
+fn create(node: &Node, r: &pb::CreateTableRequest) -> Result<pb::CreateTableResponse, ApiError> {
     let path = super::table_path(&r.table_path)?;
     if let Some(info) = node
         .catalog

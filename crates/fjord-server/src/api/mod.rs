@@ -4,8 +4,12 @@
 //!
 //! Coordinator handlers (databases, tables, InitWriter) call the catalog,
 //! whose store write is a short fsync done inline: they are rare
-//! control-plane requests. Tablet-server handlers (produce, fetch, list
-//! offsets) go through the replica manager.
+//! control-plane requests. CreateTable and CreatePartition are the
+//! exception: besides the catalog write they create (and fsync) a tablet
+//! per bucket, and auto-partitioning may add several partitions, so they
+//! run on the blocking pool ([`on_blocking_pool`]) rather than hold a
+//! runtime thread that produce and fetch requests share. Tablet-server
+//! handlers (produce, fetch, list offsets) go through the replica manager.
 
 use fjord_proto::messages as pb;
 use fjord_proto::{Request, Response};
@@ -41,14 +45,14 @@ pub use produce_log::{AppendLane, AppendTurn};
 
 /// Runs `request` against `node` and returns its response or the error to
 /// answer with.
-pub async fn dispatch(node: &Node, request: Request) -> Result<Response, ApiError> {
+pub async fn dispatch(node: &Arc<Node>, request: Request) -> Result<Response, ApiError> {
     dispatch_in_turn(node, request, None).await
 }
 
 /// As [`dispatch`]; a ProduceLog request with a `turn` appends in its
 /// connection's arrival order (see [`AppendLane`]).
 pub async fn dispatch_in_turn(
-    node: &Node,
+    node: &Arc<Node>,
     request: Request,
     turn: Option<AppendTurn>,
 ) -> Result<Response, ApiError> {
@@ -61,14 +65,16 @@ pub async fn dispatch_in_turn(
         Request::GetDatabaseInfo(r) => {
             Response::GetDatabaseInfo(get_database_info::handle(node, r)?)
         }
-        Request::CreateTable(r) => Response::CreateTable(create_table::handle(node, r)?),
+        Request::CreateTable(r) => Response::CreateTable(create_table::handle(node, r).await?),
         Request::DropTable(r) => Response::DropTable(drop_table::handle(node, r).await?),
         Request::GetTableInfo(r) => Response::GetTableInfo(get_table_info::handle(node, r)?),
         Request::ListTables(r) => Response::ListTables(list_tables::handle(node, r)?),
         Request::TableExists(r) => Response::TableExists(table_exists::handle(node, r)?),
         Request::GetTableSchema(r) => Response::GetTableSchema(get_table_schema::handle(node, r)?),
         Request::ListPartitionInfos(r) => Response::ListPartitionInfos(partitions::list(node, r)?),
-        Request::CreatePartition(r) => Response::CreatePartition(partitions::create(node, r)?),
+        Request::CreatePartition(r) => {
+            Response::CreatePartition(partitions::create(node, r).await?)
+        }
         Request::DropPartition(r) => Response::DropPartition(partitions::drop(node, r).await?),
         Request::MetaData(r) => Response::MetaData(metadata::handle(node, r)?),
         Request::InitWriter(r) => Response::InitWriter(init_writer::handle(node, r)?),
@@ -79,6 +85,27 @@ pub async fn dispatch_in_turn(
         Request::FetchLog(r) => Response::FetchLog(fetch_log::handle(node, r).await?),
         Request::ListOffsets(r) => Response::ListOffsets(list_offsets::handle(node, r).await?),
     })
+}
+
+/// Runs a handler's blocking part (durable metadata and tablet creation:
+/// fsyncs) on the blocking pool, so no runtime thread waits for the disk.
+/// It runs to the end even if the request's connection goes away, so a
+/// create is never cut off between its catalog entry and its tablets. A
+/// panic in `work` answers the request with `UnknownServerError`.
+async fn on_blocking_pool<T, F>(node: &Arc<Node>, work: F) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    F: FnOnce(&Node) -> Result<T, ApiError> + Send + 'static,
+{
+    let node = Arc::clone(node);
+    tokio::task::spawn_blocking(move || work(&node))
+        .await
+        .unwrap_or_else(|e| {
+            Err(ApiError::new(
+                ErrorCode::UnknownServerError,
+                format!("the request's handler failed: {e}"),
+            ))
+        })
 }
 
 /// The table path of a request in the catalog's terms.

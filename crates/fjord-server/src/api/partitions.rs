@@ -84,10 +84,18 @@ pub fn list(
 }
 
 /// Creates one partition (its request's `ignore_if_not_exists` field is
-/// Fluss's name for "ignore if it exists").
-pub fn create(
-    node: &Node,
+/// Fluss's name for "ignore if it exists"), on the blocking pool (catalog
+/// and tablet fsyncs).
+pub async fn create(
+    node: &std::sync::Arc<Node>,
     r: pb::CreatePartitionRequest,
+) -> Result<pb::CreatePartitionResponse, ApiError> {
+    super::on_blocking_pool(node, move |node| create_now(node, &r)).await
+}
+
+fn create_now(
+    node: &Node,
+    r: &pb::CreatePartitionRequest,
 ) -> Result<pb::CreatePartitionResponse, ApiError> {
     let table = table(node, &r.table_path)?;
     let values = Catalog::resolve_spec(&table, &spec_pairs(&r.partition_spec), true)?;
