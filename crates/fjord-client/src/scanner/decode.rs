@@ -55,6 +55,21 @@ pub(crate) enum DecodeError {
         /// What is wrong with it.
         source: fjord_format::arrow_log::ArrowLogError,
     },
+    /// A batch's record count disagrees with the offsets its header spans,
+    /// so its records' offsets cannot be known. Only an empty batch (no
+    /// records, `LastOffsetDelta` 0: Fluss writes one to move the offset
+    /// past a change-log write that produced nothing) may differ.
+    #[error(
+        "batch at offset {base_offset} holds {record_count} records but spans {offsets} offsets"
+    )]
+    OffsetSpan {
+        /// The batch's base offset.
+        base_offset: i64,
+        /// `RecordCount` from the header.
+        record_count: i32,
+        /// `LastOffsetDelta + 1` from the header.
+        offsets: i64,
+    },
     /// Reordering the projected columns failed (a bug: the plan is checked).
     #[error("batch at offset {base_offset}: reordering columns failed: {source}")]
     Reorder {
@@ -94,6 +109,14 @@ pub(crate) fn decode_records(
             Ok(None) => break,
             Err(source) => return Err(DecodeError::Batch { at, source }),
         };
+        let offsets = header.next_offset - header.base_offset;
+        if header.record_count > 0 && i64::from(header.record_count) != offsets {
+            return Err(DecodeError::OffsetSpan {
+                base_offset: header.base_offset,
+                record_count: header.record_count,
+                offsets,
+            });
+        }
         let slice = buffer.slice_with_length(at, header.size);
         at += header.size;
         if header.next_offset <= out.next_offset {
@@ -112,8 +135,8 @@ pub(crate) fn decode_records(
         )?;
         let mut records = decoded.records;
         // Records before the position were returned by an earlier poll. The
-        // clamp keeps a batch whose record count disagrees with its offsets
-        // (a broken server) from making the slice panic.
+        // decoder checked the rows against `RecordCount`, and that against
+        // the offsets above; the clamp only keeps the slice in bounds.
         let skip = (out.next_offset - header.base_offset).clamp(0, records.num_rows() as i64);
         if skip > 0 {
             records = records.slice(skip as usize, records.num_rows() - skip as usize);
@@ -140,6 +163,7 @@ struct BatchPosition {
     size: usize,
     base_offset: i64,
     next_offset: i64,
+    record_count: i32,
 }
 
 impl BatchPosition {
@@ -173,6 +197,7 @@ impl BatchPosition {
             size,
             base_offset,
             next_offset: base_offset.saturating_add(i64::from(last_offset_delta) + 1),
+            record_count,
         }))
     }
 }
@@ -331,13 +356,48 @@ mod tests {
     }
 
     #[test]
-    fn a_record_count_larger_than_the_offsets_does_not_panic() {
-        // last_offset_delta says one record, the body has three: the skip is
-        // clamped and the batch is returned as far as it goes.
-        let mut bytes = log(&[0..3]);
+    fn a_batch_whose_record_count_disagrees_with_its_offsets_is_refused() {
+        // Three records; the header says they span one offset, then six:
+        // either way the offsets of the records are unknown.
+        for last_offset_delta in [0i32, 5] {
+            let mut bytes = log(&[0..3]);
+            let at = V0_LAYOUT.last_offset_delta;
+            bytes[at..at + 4].copy_from_slice(&last_offset_delta.to_le_bytes());
+            let error = decode_records(Bytes::from(bytes), 0, &plan(None, false))
+                .expect_err("offsets disagree with the records");
+            assert!(
+                matches!(
+                    error,
+                    DecodeError::OffsetSpan {
+                        base_offset: 0,
+                        record_count: 3,
+                        ..
+                    }
+                ),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_empty_batch_moves_the_position_past_its_offset() {
+        // A header-only batch of no records at offset 3 (what a Fluss server
+        // writes when a change-log write produced nothing), between records.
+        let mut empty = log(&[3..4]);
+        empty.truncate(V0_LAYOUT.header_size);
+        let length = (V0_LAYOUT.header_size - log_batch::LOG_OVERHEAD) as i32;
+        empty[log_batch::LENGTH_OFFSET..log_batch::LENGTH_OFFSET + 4]
+            .copy_from_slice(&length.to_le_bytes());
+        let at = V0_LAYOUT.record_count;
+        empty[at..at + 4].copy_from_slice(&0i32.to_le_bytes());
         let at = V0_LAYOUT.last_offset_delta;
-        bytes[at..at + 4].copy_from_slice(&0i32.to_le_bytes());
+        empty[at..at + 4].copy_from_slice(&0i32.to_le_bytes());
+        let mut bytes = log(&[0..3]);
+        bytes.extend_from_slice(&empty);
+        bytes.extend_from_slice(&log(&[4..6]));
         let decoded = decode_records(Bytes::from(bytes), 0, &plan(None, false)).unwrap();
-        assert_eq!(decoded.next_offset, 1);
+        assert_eq!(ids(&decoded), vec![0, 1, 2, 4, 5]);
+        assert_eq!(decoded.batches[1].0, 4);
+        assert_eq!(decoded.next_offset, 6);
     }
 }
