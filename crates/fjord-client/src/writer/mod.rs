@@ -12,8 +12,8 @@
 //!   compression, header and CRC-32C in place), stamping writer id and batch
 //!   sequence ([`idempotence`]); compression runs beside the caller, at
 //!   most `backlog::ENCODE_BACKLOG_MAX` sealed batches behind it (a row
-//!   or batch sealing more waits), so a few column-buffer sets are reused
-//!   instead of buffer memory filling with fresh uncompressed ones.
+//!   sealing more waits), so a few column-buffer sets are reused instead
+//!   of buffer memory filling with fresh uncompressed ones.
 //! - [`sender`]: a task groups encoded batches per leader into ProduceLog
 //!   requests, bounds in-flight batches per bucket, retries with back-off,
 //!   refreshes metadata when an error calls for it, and completes one
@@ -489,9 +489,10 @@ impl AppendWriter {
             self.shared.pool.check_fits(part.2)?;
         }
         for (key, part, reserved_bytes) in parts {
-            // As for rows: the caller's batches wait for the encoder rather
-            // than piling up uncompressed in buffer memory.
-            self.shared.backlog.wait_until_not_full().await?;
+            // No wait for the encoder backlog here: the caller's batches
+            // bring their own buffers (the backlog bounds the writer's), and
+            // a wait per batch costs a wake-up that small batches (the
+            // `long` workload's) feel; buffer memory bounds them.
             self.shared.pool.reserve(reserved_bytes).await?;
             let (tx, rx) = oneshot::channel();
             completion.parts.push(rx);
