@@ -55,6 +55,18 @@ pub(crate) enum DecodeError {
         /// What is wrong with it.
         source: fjord_format::arrow_log::ArrowLogError,
     },
+    /// The records end inside their first batch: no whole batch came, so
+    /// fetching again would return the same part of it forever.
+    #[error(
+        "the response holds {received} bytes, only part of its first batch{}; no whole batch arrived",
+        declared.map_or(String::new(), |size| format!(" of {size} bytes"))
+    )]
+    NoWholeBatch {
+        /// Bytes of records received for the bucket.
+        received: usize,
+        /// The first batch's size from its header, when that much arrived.
+        declared: Option<usize>,
+    },
     /// A batch's record count disagrees with the offsets its header spans,
     /// so its records' offsets cannot be known. Only an empty batch (no
     /// records, `LastOffsetDelta` 0: Fluss writes one to move the offset
@@ -82,8 +94,9 @@ pub(crate) enum DecodeError {
 
 /// Decodes the log batches in `records`, returning the records at offsets
 /// `position` and later. A partial batch at the end (the server cut the
-/// response at its byte budget) is left for the next fetch; a malformed one
-/// is an error, and nothing of the bucket's response is returned then.
+/// response at its byte budget) is left for the next fetch, unless it is the
+/// only batch (no progress could ever be made); a malformed one is an
+/// error, and nothing of the bucket's response is returned then.
 pub(crate) fn decode_records(
     records: Bytes,
     position: i64,
@@ -106,7 +119,20 @@ pub(crate) fn decode_records(
         let header = match BatchPosition::read(rest) {
             Ok(Some(header)) => header,
             // A partial trailing batch: read it again, whole, next time.
-            Ok(None) => break,
+            Ok(None) if at > 0 => break,
+            // Not one whole batch: the server would send the same bytes
+            // again on every fetch, so waiting for more would never end.
+            // Fluss and Fjord servers always send the first batch whole.
+            Ok(None) => {
+                let declared = log_batch::peek_size_and_magic(rest)
+                    .ok()
+                    .flatten()
+                    .map(|(size, _)| size);
+                return Err(DecodeError::NoWholeBatch {
+                    received: bytes.len(),
+                    declared,
+                });
+            }
             Err(source) => return Err(DecodeError::Batch { at, source }),
         };
         let offsets = header.next_offset - header.base_offset;
@@ -301,6 +327,20 @@ mod tests {
         let decoded = decode_records(Bytes::from(bytes), 0, &plan(None, true)).unwrap();
         assert_eq!(ids(&decoded), vec![0, 1, 2]);
         assert_eq!(decoded.next_offset, 3);
+    }
+
+    #[test]
+    fn a_response_holding_only_part_of_one_batch_is_an_error_not_an_endless_wait() {
+        let whole = log(&[0..3]);
+        for cut in [5, whole.len() - 1] {
+            let error = decode_records(Bytes::copy_from_slice(&whole[..cut]), 0, &plan(None, true))
+                .expect_err("no whole batch");
+            let declared = (cut >= log_batch::HEADER_SIZE_UP_TO_MAGIC).then_some(whole.len());
+            assert!(
+                matches!(error, DecodeError::NoWholeBatch { received, declared: d } if received == cut && d == declared),
+                "cut at {cut}: {error}"
+            );
+        }
     }
 
     #[test]
