@@ -332,14 +332,7 @@ impl LogScanner {
     }
 
     fn set_offset(&mut self, key: ScanBucket, offset: i64) {
-        self.buckets.insert(
-            key,
-            BucketState {
-                offset,
-                high_watermark: -1,
-                retriable_errors: 0,
-            },
-        );
+        self.buckets.insert(key, BucketState::at(offset));
     }
 
     /// Stops reading `bucket` (of a partition when given); returns whether
@@ -503,8 +496,21 @@ impl LogScanner {
             }
         }
         for (key, error) in out_of_range {
+            // The error carries the bucket's high watermark: keep it, so
+            // `high_watermark` does not go back to unknown after a reset.
+            let high_watermark = error
+                .high_watermark
+                .or_else(|| self.high_watermark(key))
+                .unwrap_or(-1);
             let offset = self.reset_offset(key, error).await?;
-            updates.push((key, BucketState::at(offset)));
+            updates.push((
+                key,
+                BucketState {
+                    offset,
+                    high_watermark,
+                    retriable_errors: 0,
+                },
+            ));
         }
         for (key, state) in updates {
             if let Some(current) = self.buckets.get_mut(&key) {
@@ -758,6 +764,7 @@ struct BucketError {
 }
 
 impl BucketState {
+    /// A bucket about to be read from `offset`, nothing known of it yet.
     fn at(offset: i64) -> Self {
         Self {
             offset,

@@ -299,6 +299,35 @@ async fn an_out_of_range_offset_fails_with_the_log_range_and_moves_nothing() {
 }
 
 #[tokio::test]
+async fn the_high_watermark_is_the_last_one_a_fetch_reported_and_unknown_after_subscribing() {
+    let with_high_watermark =
+        |records: Option<Bytes>, high_watermark: Option<i64>| pb::PbFetchLogRespForBucket {
+            high_watermark,
+            ..ok_bucket(0, records)
+        };
+    let server = FakeServer::start(vec![
+        fetch_response(vec![with_high_watermark(Some(records(0, 3)), Some(3))]),
+        fetch_response(vec![with_high_watermark(None, None)]),
+        fetch_response(vec![error_bucket(0, ErrorCode::NotLeaderOrFollower)]),
+    ])
+    .await;
+    let key = ScanBucket::new(0);
+    let mut scanner = server.scanner(ScannerConfig::default()).await;
+    scanner.subscribe(0, 0).unwrap();
+    assert_eq!(scanner.high_watermark(key), None, "before any fetch");
+    assert_eq!(ids(&scanner.poll().await.unwrap()), vec![0, 1, 2]);
+    assert_eq!(scanner.high_watermark(key), Some(3));
+    // A response without one, and a leadership error (whose high watermark
+    // is not the leader's), leave the last known one.
+    assert!(scanner.poll().await.unwrap().is_empty());
+    assert_eq!(scanner.high_watermark(key), Some(3));
+    assert!(scanner.poll().await.unwrap().is_empty());
+    assert_eq!(scanner.high_watermark(key), Some(3));
+    scanner.subscribe(0, 1).unwrap();
+    assert_eq!(scanner.high_watermark(key), None, "moved by subscribing");
+}
+
+#[tokio::test]
 async fn offset_reset_earliest_moves_a_bucket_below_the_log_start_to_it() {
     let server = FakeServer::start(vec![fetch_response(vec![error_bucket(
         0,
@@ -313,6 +342,11 @@ async fn offset_reset_earliest_moves_a_bucket_below_the_log_start_to_it() {
     scanner.subscribe(0, 1).unwrap();
     assert!(scanner.poll().await.unwrap().is_empty());
     assert_eq!(scanner.position(ScanBucket::new(0)), Some(LOG_START));
+    assert_eq!(
+        scanner.high_watermark(ScanBucket::new(0)),
+        Some(100),
+        "the reset keeps the high watermark the error carried"
+    );
 
     // Beyond the end, the reset policy does not apply: still an error.
     server.script(fetch_response(vec![error_bucket(
