@@ -139,24 +139,31 @@ fn parse_bytes(key: &str, v: &str) -> Result<i32> {
         .ok_or_else(|| bad(key, v, "a positive size below 2gb"))
 }
 
-/// A Fluss duration (`500`, `500ms`, `2 s`, `1min`) in whole milliseconds.
+/// A Fluss duration in whole milliseconds, in the syntax of Fluss's
+/// `TimeUtils.parseDuration` (`500`, `500ms`, `2 s`, `1min`, `1m`, `1h`,
+/// `1d`, `250us`; no unit means ms). Sub-millisecond parts are dropped, as
+/// Fluss does when it reads the option as milliseconds.
 fn parse_millis(key: &str, v: &str) -> Result<i32> {
+    const EXPECTED: &str = "a duration such as 500ms or 2s";
     let lower = v.to_ascii_lowercase();
-    let digits = lower.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let digits = lower.trim_end_matches(|c: char| c.is_alphabetic());
     let unit = lower[digits.len()..].trim();
-    let scale: i64 = match unit {
-        "" | "ms" | "milli" | "millis" => 1,
-        "s" | "sec" | "secs" | "second" | "seconds" => 1_000,
-        "min" | "minute" | "minutes" => 60_000,
-        _ => return Err(bad(key, v, "a duration such as 500ms or 2s")),
+    let unit_nanos: i128 = match unit {
+        "ns" | "nano" | "nanos" | "nanosecond" | "nanoseconds" => 1,
+        "us" | "µs" | "micro" | "micros" | "microsecond" | "microseconds" => 1_000,
+        "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => 1_000_000,
+        "s" | "sec" | "secs" | "second" | "seconds" => 1_000_000_000,
+        "m" | "min" | "mins" | "minute" | "minutes" => 60_000_000_000,
+        "h" | "hour" | "hours" => 3_600_000_000_000,
+        "d" | "day" | "days" => 86_400_000_000_000,
+        _ => return Err(bad(key, v, EXPECTED)),
     };
     digits
         .trim()
-        .parse::<i64>()
+        .parse::<u64>()
         .ok()
-        .and_then(|n| n.checked_mul(scale))
-        .filter(|&n| n >= 0)
-        .and_then(|n| i32::try_from(n).ok())
+        .map(|n| i128::from(n) * unit_nanos / 1_000_000)
+        .and_then(|ms| i32::try_from(ms).ok())
         .ok_or_else(|| bad(key, v, "a non-negative duration below 24 days"))
 }
 
@@ -180,6 +187,21 @@ mod tests {
         assert_eq!(config.fetch_min_bytes, 1);
         assert_eq!(config.fetch_max_wait_ms, 2_000);
         assert!(!config.check_crc);
+        // Every unit of Fluss's duration syntax, as whole milliseconds.
+        for (value, millis) in [
+            ("1m", 60_000),
+            ("2 mins", 120_000),
+            ("1h", 3_600_000),
+            ("1d", 86_400_000),
+            ("1500us", 1),
+            ("999999ns", 0),
+            ("250 milliseconds", 250),
+            ("300", 300),
+        ] {
+            let config = ScannerConfig::from_options([(OPT_FETCH_WAIT_MAX_TIME, value)])
+                .unwrap_or_else(|e| panic!("{value}: {e}"));
+            assert_eq!(config.fetch_max_wait_ms, millis, "{value}");
+        }
         let defaults = ScannerConfig::from_options([]).unwrap();
         assert_eq!(defaults.fetch_max_bytes, DEFAULT_FETCH_MAX_BYTES);
         assert_eq!(defaults.fetch_max_wait_ms, 500);
@@ -197,6 +219,8 @@ mod tests {
         check(OPT_FETCH_MAX_BYTES, "4gb");
         check(OPT_FETCH_MAX_BYTES, "0");
         check(OPT_FETCH_WAIT_MAX_TIME, "soon");
+        check(OPT_FETCH_WAIT_MAX_TIME, "30d");
+        check(OPT_FETCH_WAIT_MAX_TIME, "-1s");
         check(OPT_CHECK_CRC, "yes");
         check("client.scanner.log.fetch.max-byte", "1mb");
     }
