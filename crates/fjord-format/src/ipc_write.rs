@@ -152,6 +152,10 @@ impl FlatRecordBatchWriter {
             out.extend_from_slice(&PADDING[..pad_to_alignment(bytes.len())]);
         }
         self.fbb.reset();
+        // Drop the references to the batch's buffers now: the writer's
+        // caller may hand them back to whoever fills the next batch, which
+        // needs them unshared to write into them again.
+        self.column_buffers.iter_mut().for_each(Vec::clear);
         Ok(())
     }
 
@@ -405,6 +409,21 @@ mod tests {
             .collect();
         let batch = RecordBatch::try_from_iter([("v", Arc::new(values) as ArrayRef)]).unwrap();
         assert_eq!(ours(&batch, Some(3)), arrow_ipc_message(&batch, Some(3)));
+    }
+
+    #[test]
+    fn a_written_batch_is_not_referenced_by_the_writer_afterwards() {
+        // The writer's caller recycles a written batch's buffers, which
+        // needs them unshared.
+        let batch = every_flat_type(100);
+        let mut writer = FlatRecordBatchWriter::new(Some(3)).unwrap();
+        writer.write(&batch, &mut Vec::new()).unwrap();
+        let values = batch.column(0).to_data().buffers()[0].clone();
+        drop(batch);
+        assert!(
+            values.into_mutable().is_ok(),
+            "the writer still holds the buffer"
+        );
     }
 
     #[test]
