@@ -48,7 +48,7 @@ pub use config::{
 };
 pub use rows::{ScanRow, ScanRowIter, ScanRows};
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use arrow_array::RecordBatch;
@@ -192,6 +192,9 @@ pub struct LogScanner {
     buckets: BTreeMap<ScanBucket, BucketState>,
     /// A bucket answered with a leadership error: refresh leaders first.
     route_stale: bool,
+    /// The partitions whose buckets answered so: only their routes are
+    /// asked for again (one MetaData request each).
+    stale_partitions: BTreeSet<i64>,
     /// Where fresh routes come from, when the caller gave a client.
     client: Option<FlussClient>,
 }
@@ -270,6 +273,7 @@ impl LogScanner {
             plan,
             buckets: BTreeMap::new(),
             route_stale: false,
+            stale_partitions: BTreeSet::new(),
             client: None,
         })
     }
@@ -444,6 +448,7 @@ impl LogScanner {
         let mut updates: Vec<(ScanBucket, BucketState)> = Vec::new();
         let mut out_of_range = Vec::new();
         let mut stale = false;
+        let mut stale_partitions = Vec::new();
         while let Some(joined) = requests.join_next().await {
             let (request, result) =
                 joined.map_err(|e| ClientError::Invalid(format!("fetch task failed: {e}")))?;
@@ -471,6 +476,7 @@ impl LogScanner {
                                 ..state
                             },
                         ));
+                        stale_partitions.extend(key.partition_id);
                     }
                     tracing::debug!(table = %self.table.path, %error, "fetch connection lost; refreshing leaders");
                     stale = true;
@@ -487,6 +493,7 @@ impl LogScanner {
                         Outcome::Read(key, state) => updates.push((key, state)),
                         Outcome::Retry(key, state) => {
                             stale = true;
+                            stale_partitions.extend(key.partition_id);
                             updates.push((key, state));
                         }
                         Outcome::OutOfRange(key, error) => out_of_range.push((key, error)),
@@ -518,6 +525,7 @@ impl LogScanner {
             }
         }
         self.route_stale |= stale;
+        self.stale_partitions.extend(stale_partitions);
         Ok(out)
     }
 
@@ -712,9 +720,11 @@ impl LogScanner {
         })
     }
 
-    /// Asks for the table's leaders again after a leadership error. A
-    /// partition's route came from the caller, who refreshes it by
-    /// subscribing again; until then its buckets keep being retried.
+    /// Asks for leaders again after a leadership error: the table's, or
+    /// (through the client) those of the partitions whose buckets failed.
+    /// Without a client a partition's route came from the caller, who
+    /// refreshes it by subscribing again; until then its buckets keep being
+    /// retried.
     async fn refresh_route(&mut self) -> Result<()> {
         tokio::time::sleep(ROUTE_REFRESH_BACKOFF).await;
         match (&self.client, &self.route) {
@@ -722,8 +732,13 @@ impl LogScanner {
                 self.route = Some(client.refresh_route(&self.table, None).await?);
             }
             (Some(client), None) => {
-                let ids: Vec<i64> = self.partition_routes.keys().copied().collect();
-                for id in ids {
+                // Only the partitions that answered with an error: the
+                // others' leaders are still good, and each refresh is one
+                // MetaData request.
+                for &id in &self.stale_partitions {
+                    if !self.partition_routes.contains_key(&id) {
+                        continue;
+                    }
                     let route = client.refresh_route(&self.table, Some(id)).await?;
                     self.partition_routes.insert(id, route);
                 }
@@ -738,6 +753,7 @@ impl LogScanner {
             (None, None) => {}
         }
         self.route_stale = false;
+        self.stale_partitions.clear();
         Ok(())
     }
 }

@@ -105,6 +105,8 @@ struct FakeServer {
     addr: String,
     fetches: Arc<Mutex<VecDeque<pb::FetchLogResponse>>>,
     metadata_requests: Arc<AtomicUsize>,
+    /// The partition ids MetaData requests asked for, in order.
+    partitions_asked: Arc<Mutex<Vec<i64>>>,
 }
 
 impl FakeServer {
@@ -113,19 +115,25 @@ impl FakeServer {
         let addr = listener.local_addr().unwrap();
         let fetches = Arc::new(Mutex::new(VecDeque::from(script)));
         let metadata_requests = Arc::new(AtomicUsize::new(0));
-        let (f, m) = (fetches.clone(), metadata_requests.clone());
+        let partitions_asked = Arc::new(Mutex::new(Vec::new()));
+        let (f, m, p) = (
+            fetches.clone(),
+            metadata_requests.clone(),
+            partitions_asked.clone(),
+        );
         tokio::spawn(async move {
             loop {
                 let Ok((socket, _)) = listener.accept().await else {
                     return;
                 };
-                tokio::spawn(serve(socket, addr, f.clone(), m.clone()));
+                tokio::spawn(serve(socket, addr, f.clone(), m.clone(), p.clone()));
             }
         });
         Self {
             addr: addr.to_string(),
             fetches,
             metadata_requests,
+            partitions_asked,
         }
     }
 
@@ -145,6 +153,7 @@ async fn serve(
     addr: std::net::SocketAddr,
     fetches: Arc<Mutex<VecDeque<pb::FetchLogResponse>>>,
     metadata_requests: Arc<AtomicUsize>,
+    partitions_asked: Arc<Mutex<Vec<i64>>>,
 ) {
     let decoder = FrameDecoder::new(DEFAULT_MAX_FRAME_BYTES);
     let mut buf = BytesMut::new();
@@ -155,7 +164,31 @@ async fn serve(
             let key = frame.header.api_key;
             if key == ApiKey::MetaData.id() {
                 metadata_requests.fetch_add(1, Ordering::SeqCst);
+                let request = pb::MetadataRequest::decode(frame.body).unwrap();
+                partitions_asked
+                    .lock()
+                    .unwrap()
+                    .extend(&request.partitions_id);
+                let leaders = || {
+                    (0..BUCKETS)
+                        .map(|b| pb::PbBucketMetadata {
+                            bucket_id: b,
+                            leader_id: Some(0),
+                            ..Default::default()
+                        })
+                        .collect::<Vec<_>>()
+                };
                 let response = pb::MetadataResponse {
+                    partition_metadata: request
+                        .partitions_id
+                        .iter()
+                        .map(|&id| pb::PbPartitionMetadata {
+                            table_id: TABLE_ID,
+                            partition_id: id,
+                            bucket_metadata: leaders(),
+                            ..Default::default()
+                        })
+                        .collect(),
                     tablet_servers: vec![pb::PbServerNode {
                         node_id: 0,
                         host: addr.ip().to_string(),
@@ -446,6 +479,72 @@ async fn a_projected_batch_with_the_unprojected_crc_is_read_and_an_unprojected_o
     checked.subscribe(0, 0).unwrap();
     let error = checked.poll().await.unwrap_err().to_string();
     assert!(error.contains("CRC"), "{error}");
+}
+
+#[tokio::test]
+async fn only_the_partitions_whose_buckets_failed_are_asked_for_new_leaders() {
+    const FAILING: i64 = 11;
+    const HEALTHY: i64 = 12;
+    let in_partition = |id: i64, bucket: pb::PbFetchLogRespForBucket| pb::PbFetchLogRespForBucket {
+        partition_id: Some(id),
+        ..bucket
+    };
+    let server = FakeServer::start(vec![fetch_response(vec![
+        in_partition(FAILING, error_bucket(0, ErrorCode::NotLeaderOrFollower)),
+        in_partition(HEALTHY, ok_bucket(0, Some(records(0, 2)))),
+    ])])
+    .await;
+    let mut partitioned = table();
+    partitioned.descriptor = TableDescriptor::new(
+        Schema::builder()
+            .column("id", DataType::bigint().not_null())
+            .column("dt", DataType::string().not_null())
+            .build()
+            .unwrap(),
+        None,
+        vec!["dt".to_owned()],
+        Some(TableDistribution {
+            bucket_count: Some(BUCKETS),
+            bucket_keys: Vec::new(),
+        }),
+        Default::default(),
+        Default::default(),
+    )
+    .unwrap();
+    let client = FlussClient::connect(std::slice::from_ref(&server.addr))
+        .await
+        .unwrap();
+    // Only `id` is fetched, the one column the scripted records hold.
+    let config = ScannerConfig {
+        projection: Some(vec![0]),
+        ..ScannerConfig::default()
+    };
+    let mut scanner = LogScanner::new_partitioned(partitioned.clone(), config)
+        .unwrap()
+        .with_client(client.clone());
+    for id in [FAILING, HEALTHY] {
+        let route = client.partition_route(&partitioned, id).await.unwrap();
+        scanner.subscribe_partition(id, route, 0, 0).unwrap();
+    }
+    server.partitions_asked.lock().unwrap().clear();
+
+    let first = scanner.poll().await.unwrap();
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].partition_id, Some(HEALTHY));
+    assert_eq!(
+        scanner.position(ScanBucket::of_partition(FAILING, 0)),
+        Some(0)
+    );
+    assert_eq!(
+        scanner.position(ScanBucket::of_partition(HEALTHY, 0)),
+        Some(2)
+    );
+    assert!(scanner.poll().await.unwrap().is_empty());
+    assert_eq!(
+        *server.partitions_asked.lock().unwrap(),
+        vec![FAILING],
+        "one MetaData request, for the partition that failed"
+    );
 }
 
 #[tokio::test]
