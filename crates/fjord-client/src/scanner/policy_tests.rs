@@ -26,15 +26,22 @@ const BUCKETS: i32 = 2;
 /// The log start the fake server reports to ListOffsets (earliest).
 const LOG_START: i64 = 5;
 
+/// `db.t` with one column, `id BIGINT NOT NULL`, not partitioned.
 fn table() -> TableInfo {
     let schema = Schema::builder()
         .column("id", DataType::bigint().not_null())
         .build()
         .unwrap();
+    table_with(schema, &[])
+}
+
+/// `db.t` with `schema`, partitioned by `partition_keys` (none: a plain
+/// table), with [`BUCKETS`] buckets.
+fn table_with(schema: Schema, partition_keys: &[&str]) -> TableInfo {
     let descriptor = TableDescriptor::new(
         schema,
         None,
-        Vec::new(),
+        partition_keys.iter().map(|k| (*k).to_owned()).collect(),
         Some(TableDistribution {
             bucket_count: Some(BUCKETS),
             bucket_keys: Vec::new(),
@@ -494,23 +501,12 @@ async fn only_the_partitions_whose_buckets_failed_are_asked_for_new_leaders() {
         in_partition(HEALTHY, ok_bucket(0, Some(records(0, 2)))),
     ])])
     .await;
-    let mut partitioned = table();
-    partitioned.descriptor = TableDescriptor::new(
-        Schema::builder()
-            .column("id", DataType::bigint().not_null())
-            .column("dt", DataType::string().not_null())
-            .build()
-            .unwrap(),
-        None,
-        vec!["dt".to_owned()],
-        Some(TableDistribution {
-            bucket_count: Some(BUCKETS),
-            bucket_keys: Vec::new(),
-        }),
-        Default::default(),
-        Default::default(),
-    )
-    .unwrap();
+    let schema = Schema::builder()
+        .column("id", DataType::bigint().not_null())
+        .column("dt", DataType::string().not_null())
+        .build()
+        .unwrap();
+    let partitioned = table_with(schema, &["dt"]);
     let client = FlussClient::connect(std::slice::from_ref(&server.addr))
         .await
         .unwrap();
