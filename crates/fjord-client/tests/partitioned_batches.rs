@@ -1,4 +1,4 @@
-//! Second reader's checks of the partitioned write path against an
+//! Checks of the partitioned write path against an
 //! in-process server: a whole RecordBatch split by partition when it is a
 //! slice of a larger batch (offset, NULL key outside the slice) and with two
 //! partition keys in the reverse of their column order; rows alternating

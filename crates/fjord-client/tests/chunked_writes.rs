@@ -1,4 +1,4 @@
-//! Second reader's check of `fjord_proto::chunks`, the partial-vectored-write
+//! Checks of `fjord_proto::chunks`, the partial-vectored-write
 //! bookkeeping the client's (and the server's) socket writers share: driven
 //! by a model socket that takes an arbitrary number of bytes per write,
 //! whatever the chunk lengths (zero-length ones included, more chunks than

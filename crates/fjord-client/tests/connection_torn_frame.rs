@@ -1,4 +1,4 @@
-//! Second reader's check of [`ServerConnection::send_produce_log`] when the
+//! Checks of [`ServerConnection::send_produce_log`] when the
 //! caller gives up mid-write, as the writer's sender does when its
 //! `tokio::time::timeout` (request timeout + grace) fires while a large
 //! request is still going out to a server that reads slowly: the next

@@ -1,4 +1,4 @@
-//! Second reader's check of the writer's memory bound
+//! Checks of the writer's memory bound
 //! (`client.writer.buffer.memory-size`, issue 4: "bounded buffer memory ...
 //! with back-pressure instead of unbounded growth") now that a batch's
 //! buffers are sized for its seal threshold when it opens: the heap the

@@ -1,4 +1,4 @@
-//! Second reader's checks of [`RowBatchBuilder`]'s lazy validity and recycled
+//! Checks of [`RowBatchBuilder`]'s lazy validity and recycled
 //! buffers: batch after batch, whatever mix of NULLs, refused rows and
 //! recycled memory, each finished batch holds exactly the rows that went in,
 //! NULL marks on exactly the NULL slots and no byte of an earlier batch.
