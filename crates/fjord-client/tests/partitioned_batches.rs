@@ -12,13 +12,13 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{Int64Array, RecordBatch, StringArray};
 use fjord_client::row::Datum;
-use fjord_client::{AppendWriter, FlussClient, LogScanner, ScannerConfig, TableInfo, TablePath};
+use fjord_client::{AppendWriter, FlussClient, TableInfo, TablePath};
 use fjord_client::{WriterConfig, WriterStats};
 use fjord_format::schema::{DatabaseDescriptor, Schema, TableDescriptor, TableDistribution};
 use fjord_format::types::DataType;
@@ -96,37 +96,19 @@ async fn read_partition(
     partition_id: i64,
     expected: usize,
 ) -> Vec<(i64, String, String)> {
-    let mut scanner =
-        LogScanner::new_partitioned(table.clone(), ScannerConfig::default()).expect("scanner");
-    let route = client
-        .partition_route(table, partition_id)
-        .await
-        .expect("partition route");
-    for bucket in 0..BUCKETS {
-        scanner
-            .subscribe_partition(partition_id, route.clone(), bucket, 0)
-            .expect("subscribe");
-    }
-    let deadline = Instant::now() + STEP;
     let mut rows = Vec::new();
-    while rows.len() < expected {
-        assert!(
-            Instant::now() < deadline,
-            "partition {partition_id}: {} of {expected} rows within {STEP:?}",
-            rows.len()
-        );
-        for batch in scanner.poll().await.expect("poll") {
-            let records = batch.records();
-            let ids = records.column(0).as_primitive::<Int64Type>();
-            let regions = records.column(1).as_string::<i32>();
-            let dts = records.column(2).as_string::<i32>();
-            for i in 0..records.num_rows() {
-                rows.push((
-                    ids.value(i),
-                    regions.value(i).to_owned(),
-                    dts.value(i).to_owned(),
-                ));
-            }
+    for records in
+        support::read_partition_batches(client, table, partition_id, expected, STEP).await
+    {
+        let ids = records.column(0).as_primitive::<Int64Type>();
+        let regions = records.column(1).as_string::<i32>();
+        let dts = records.column(2).as_string::<i32>();
+        for i in 0..records.num_rows() {
+            rows.push((
+                ids.value(i),
+                regions.value(i).to_owned(),
+                dts.value(i).to_owned(),
+            ));
         }
     }
     rows.sort_unstable();

@@ -5,14 +5,12 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use arrow_array::{Array, Int64Array, StringArray};
 use fjord_client::admin::PartitionInfo;
 use fjord_client::row::Datum;
-use fjord_client::{
-    AppendWriter, FlussClient, LogScanner, ScannerConfig, TableInfo, TablePath, WriterConfig,
-};
+use fjord_client::{AppendWriter, FlussClient, TableInfo, TablePath, WriterConfig};
 use fjord_format::schema::Schema;
 use fjord_format::types::DataType;
 use fjord_proto::ErrorCode;
@@ -80,41 +78,22 @@ async fn read_partition(
     partition_id: i64,
     expected: usize,
 ) -> Vec<(i64, String)> {
-    let mut scanner =
-        LogScanner::new_partitioned(table.clone(), ScannerConfig::default()).expect("scanner");
-    let route = client
-        .partition_route(table, partition_id)
-        .await
-        .expect("partition route");
-    for bucket in 0..BUCKETS {
-        scanner
-            .subscribe_partition(partition_id, route.clone(), bucket, 0)
-            .expect("subscribe");
-    }
-    let deadline = Instant::now() + STEP;
     let mut rows = Vec::new();
-    while rows.len() < expected {
-        assert!(
-            Instant::now() < deadline,
-            "partition {partition_id}: {} of {expected} rows within {STEP:?}",
-            rows.len()
-        );
-        for batch in scanner.poll().await.expect("poll") {
-            assert_eq!(batch.partition_id, Some(partition_id));
-            let records = batch.records();
-            let ids = records
-                .column(0)
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .expect("id column");
-            let dts = records
-                .column(1)
-                .as_any()
-                .downcast_ref::<StringArray>()
-                .expect("dt column");
-            for i in 0..records.num_rows() {
-                rows.push((ids.value(i), dts.value(i).to_owned()));
-            }
+    for records in
+        support::read_partition_batches(client, table, partition_id, expected, STEP).await
+    {
+        let ids = records
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .expect("id column");
+        let dts = records
+            .column(1)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .expect("dt column");
+        for i in 0..records.num_rows() {
+            rows.push((ids.value(i), dts.value(i).to_owned()));
         }
     }
     rows

@@ -306,6 +306,45 @@ pub async fn create_partitioned_table(
     admin.table_info(path).await.expect("table info")
 }
 
+/// Reads every bucket of one partition of `table` from offset 0 until
+/// `expected_rows` rows arrived, failing the test after `within`; every
+/// batch must come from that partition.
+#[allow(dead_code)] // not every test binary reads partitions
+pub async fn read_partition_batches(
+    client: &FlussClient,
+    table: &TableInfo,
+    partition_id: i64,
+    expected_rows: usize,
+    within: Duration,
+) -> Vec<RecordBatch> {
+    let mut scanner =
+        LogScanner::new_partitioned(table.clone(), ScannerConfig::default()).expect("scanner");
+    let route = client
+        .partition_route(table, partition_id)
+        .await
+        .expect("partition route");
+    for bucket in 0..table.bucket_count() {
+        scanner
+            .subscribe_partition(partition_id, route.clone(), bucket, 0)
+            .expect("subscribe");
+    }
+    let deadline = std::time::Instant::now() + within;
+    let mut batches = Vec::new();
+    let mut rows = 0;
+    while rows < expected_rows {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "partition {partition_id}: {rows} of {expected_rows} rows within {within:?}"
+        );
+        for batch in scanner.poll().await.expect("poll") {
+            assert_eq!(batch.partition_id, Some(partition_id));
+            rows += batch.records().num_rows();
+            batches.push(batch.records().clone());
+        }
+    }
+    batches
+}
+
 /// Reads every bucket of `table` from offset 0 until `expected_rows` rows
 /// arrived (or a bounded number of empty polls passed), returning the
 /// batches in bucket order.
