@@ -396,6 +396,10 @@ impl PartitionRouter {
             name: String::new(),
             last: None,
             last_name: String::new(),
+            single_key_pos: match &*self.keys.columns {
+                [only] => Some(only.pos),
+                _ => None,
+            },
         }
     }
 
@@ -557,9 +561,35 @@ pub struct PartitionView {
     /// whose name equals it skips the hash. Cleared with each new snapshot.
     last: Option<i64>,
     last_name: String,
+    /// The row position of the only partition key; `None` with several
+    /// keys (their joined name is built by `lookup`).
+    single_key_pos: Option<usize>,
 }
 
 impl PartitionView {
+    /// The previous row's partition if `row` belongs to it too — the
+    /// common case, checked with no `Result` and no call: the single key's
+    /// value compared with the previous row's. `None` means "ask
+    /// [`PartitionView::lookup`]": another partition, a newer cache
+    /// snapshot, several keys, or a key that is not a STRING (which
+    /// `lookup` reports).
+    #[inline(always)]
+    pub(crate) fn same_as_last<R: InternalRow + ?Sized>(&self, row: &R) -> Option<i64> {
+        let id = self.last?;
+        let pos = self.single_key_pos?;
+        if self.router.cache.generation.load(Ordering::Acquire) != self.generation
+            || pos >= row.field_count()
+        {
+            return None;
+        }
+        match row.datum(pos) {
+            Datum::String(value) if same_name(value.as_bytes(), self.last_name.as_bytes()) => {
+                Some(id)
+            }
+            _ => None,
+        }
+    }
+
     /// The partition of `row`, from the newest published snapshot of the
     /// cache. Same errors as [`PartitionRouter::lookup`].
     #[inline]

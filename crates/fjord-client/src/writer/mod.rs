@@ -408,9 +408,12 @@ impl AppendWriter {
         // batch (when a row opens one), not here per row.
         let partition = match &mut self.partitions {
             None => None,
-            Some(p) => match p.view.lookup(row)? {
-                PartitionLookup::Known(id) => Some(id),
-                PartitionLookup::Missing => Some(p.router.ensure(row).await?),
+            Some(p) => match p.view.same_as_last(row) {
+                Some(id) => Some(id),
+                None => match p.view.lookup(row)? {
+                    PartitionLookup::Known(id) => Some(id),
+                    PartitionLookup::Missing => Some(p.router.ensure(row).await?),
+                },
             },
         };
         let shared = &*self.shared;
