@@ -29,6 +29,7 @@ pub mod client;
 pub mod connection;
 pub mod error;
 pub mod metadata;
+mod options;
 pub mod partition;
 pub mod row;
 pub mod scanner;

@@ -116,55 +116,25 @@ fn bad(key: &str, value: &str, expected: &str) -> ClientError {
     ClientError::Invalid(format!("{key}={value:?}: expected {expected}"))
 }
 
-/// A Fluss memory size (`123`, `1b`, `64 kb`, `16mb`, `1gb`) that fits a
+/// A Fluss memory size ([`crate::options::parse_memory_size`]) that fits a
 /// positive protocol `int32`.
 fn parse_bytes(key: &str, v: &str) -> Result<i32> {
-    let lower = v.to_ascii_lowercase();
-    let digits = lower.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    let unit = lower[digits.len()..].trim();
-    let scale: i64 = match unit {
-        "" | "b" | "bytes" => 1,
-        "k" | "kb" | "kibibytes" => 1 << 10,
-        "m" | "mb" | "mebibytes" => 1 << 20,
-        "g" | "gb" | "gibibytes" => 1 << 30,
-        _ => return Err(bad(key, v, "a size such as 512kb or 16mb")),
-    };
-    digits
-        .trim()
-        .parse::<i64>()
+    let bytes = crate::options::parse_memory_size(v)
+        .ok_or_else(|| bad(key, v, "a size such as 512kb or 16mb"))?;
+    i32::try_from(bytes)
         .ok()
-        .and_then(|n| n.checked_mul(scale))
         .filter(|&n| n > 0)
-        .and_then(|n| i32::try_from(n).ok())
         .ok_or_else(|| bad(key, v, "a positive size below 2gb"))
 }
 
-/// A Fluss duration in whole milliseconds, in the syntax of Fluss's
-/// `TimeUtils.parseDuration` (`500`, `500ms`, `2 s`, `1min`, `1m`, `1h`,
-/// `1d`, `250us`; no unit means ms). Sub-millisecond parts are dropped, as
-/// Fluss does when it reads the option as milliseconds.
+/// A Fluss duration ([`crate::options::parse_duration`]) in whole
+/// milliseconds; sub-millisecond parts are dropped, as Fluss does when it
+/// reads the option as milliseconds.
 fn parse_millis(key: &str, v: &str) -> Result<i32> {
-    const EXPECTED: &str = "a duration such as 500ms or 2s";
-    let lower = v.to_ascii_lowercase();
-    let digits = lower.trim_end_matches(|c: char| c.is_alphabetic());
-    let unit = lower[digits.len()..].trim();
-    let unit_nanos: i128 = match unit {
-        "ns" | "nano" | "nanos" | "nanosecond" | "nanoseconds" => 1,
-        "us" | "µs" | "micro" | "micros" | "microsecond" | "microseconds" => 1_000,
-        "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => 1_000_000,
-        "s" | "sec" | "secs" | "second" | "seconds" => 1_000_000_000,
-        "m" | "min" | "mins" | "minute" | "minutes" => 60_000_000_000,
-        "h" | "hour" | "hours" => 3_600_000_000_000,
-        "d" | "day" | "days" => 86_400_000_000_000,
-        _ => return Err(bad(key, v, EXPECTED)),
-    };
-    digits
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .map(|n| i128::from(n) * unit_nanos / 1_000_000)
-        .and_then(|ms| i32::try_from(ms).ok())
-        .ok_or_else(|| bad(key, v, "a non-negative duration below 24 days"))
+    let duration = crate::options::parse_duration(v)
+        .ok_or_else(|| bad(key, v, "a duration such as 500ms or 2s"))?;
+    i32::try_from(duration.as_millis())
+        .map_err(|_| bad(key, v, "a non-negative duration below 24 days"))
 }
 
 #[cfg(test)]

@@ -251,55 +251,17 @@ fn parse_bool(key: &'static str, v: &str) -> Result<bool> {
     }
 }
 
-/// Splits `"64 mb"` into `(64, "mb")`.
-fn split_number(v: &str) -> Option<(u64, &str)> {
-    let end = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
-    let number = v[..end].parse::<u64>().ok()?;
-    Some((number, v[end..].trim()))
-}
-
-/// Fluss `MemorySize` syntax: a number, then optionally a unit (b, k/kb,
-/// m/mb, g/gb, t/tb and their long names, any case; 1k = 1024).
+/// Fluss `MemorySize` syntax ([`crate::options::parse_memory_size`]).
 fn parse_memory(key: &'static str, v: &str) -> Result<usize> {
-    const EXPECTED: &str = "a size such as 2mb, 128kb or 1048576";
-    let (number, unit) = split_number(v).ok_or_else(|| bad(key, v, EXPECTED))?;
-    let shift = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" | "bytes" => 0,
-        "k" | "kb" | "kibibytes" => 10,
-        "m" | "mb" | "mebibytes" => 20,
-        "g" | "gb" | "gibibytes" => 30,
-        "t" | "tb" | "tebibytes" => 40,
-        _ => return Err(bad(key, v, EXPECTED)),
-    };
-    number
-        .checked_mul(1u64 << shift)
+    crate::options::parse_memory_size(v)
         .and_then(|b| usize::try_from(b).ok())
-        .ok_or_else(|| bad(key, v, EXPECTED))
+        .ok_or_else(|| bad(key, v, "a size such as 2mb, 128kb or 1048576"))
 }
 
-/// Fluss `TimeUtils.parseDuration` syntax: a number, then optionally a unit
-/// (ns, us/µs, ms, s, min/m, h, d and long names; none means ms).
+/// Fluss `TimeUtils.parseDuration` syntax ([`crate::options::parse_duration`]).
 fn parse_duration(key: &'static str, v: &str) -> Result<Duration> {
-    const EXPECTED: &str = "a duration such as 100ms, 30s or 1min";
-    let (number, unit) = split_number(v).ok_or_else(|| bad(key, v, EXPECTED))?;
-    let unit = unit.to_ascii_lowercase();
-    let duration = match unit.as_str() {
-        "ns" | "nano" | "nanos" | "nanosecond" | "nanoseconds" => Duration::from_nanos(number),
-        "us" | "µs" | "micro" | "micros" | "microsecond" | "microseconds" => {
-            Duration::from_micros(number)
-        }
-        "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => {
-            Duration::from_millis(number)
-        }
-        "s" | "sec" | "secs" | "second" | "seconds" => Duration::from_secs(number),
-        "m" | "min" | "mins" | "minute" | "minutes" => {
-            Duration::from_secs(number.saturating_mul(60))
-        }
-        "h" | "hour" | "hours" => Duration::from_secs(number.saturating_mul(3600)),
-        "d" | "day" | "days" => Duration::from_secs(number.saturating_mul(86_400)),
-        _ => return Err(bad(key, v, EXPECTED)),
-    };
-    Ok(duration)
+    crate::options::parse_duration(v)
+        .ok_or_else(|| bad(key, v, "a duration such as 100ms, 30s or 1min"))
 }
 
 #[cfg(test)]
