@@ -400,6 +400,7 @@ impl PartitionRouter {
                 [only] => Some(only.pos),
                 _ => None,
             },
+            last_values: Vec::new(),
         }
     }
 
@@ -561,9 +562,12 @@ pub struct PartitionView {
     /// whose name equals it skips the hash. Cleared with each new snapshot.
     last: Option<i64>,
     last_name: String,
-    /// The row position of the only partition key; `None` with several
-    /// keys (their joined name is built by `lookup`).
+    /// The row position of the only partition key; `None` with several.
     single_key_pos: Option<usize>,
+    /// With several keys: each key's value in the previous partition, so a
+    /// row of the same partition is recognised key by key, without joining
+    /// its values into a name.
+    last_values: Vec<String>,
 }
 
 impl PartitionView {
@@ -576,18 +580,32 @@ impl PartitionView {
     #[inline(always)]
     pub(crate) fn same_as_last<R: InternalRow + ?Sized>(&self, row: &R) -> Option<i64> {
         let id = self.last?;
-        let pos = self.single_key_pos?;
-        if self.router.cache.generation.load(Ordering::Acquire) != self.generation
-            || pos >= row.field_count()
-        {
+        if self.router.cache.generation.load(Ordering::Acquire) != self.generation {
             return None;
         }
-        match row.datum(pos) {
-            Datum::String(value) if same_name(value.as_bytes(), self.last_name.as_bytes()) => {
+        let Some(pos) = self.single_key_pos else {
+            return self.same_values_as_last(row).then_some(id);
+        };
+        match (pos < row.field_count()).then(|| row.datum(pos)) {
+            Some(Datum::String(value))
+                if same_name(value.as_bytes(), self.last_name.as_bytes()) =>
+            {
                 Some(id)
             }
             _ => None,
         }
+    }
+
+    /// Whether every key of `row` holds the previous partition's value
+    /// (several keys; `last_values` is empty until a partition is found).
+    fn same_values_as_last<R: InternalRow + ?Sized>(&self, row: &R) -> bool {
+        let columns = &self.router.keys.columns;
+        self.last_values.len() == columns.len()
+            && columns.iter().zip(&self.last_values).all(|(column, last)| {
+                column.pos < row.field_count()
+                    && matches!(row.datum(column.pos),
+                        Datum::String(value) if same_name(value.as_bytes(), last.as_bytes()))
+            })
     }
 
     /// The partition of `row`, from the newest published snapshot of the
@@ -610,6 +628,7 @@ impl PartitionView {
                 self.last = Some(id);
                 self.last_name.clear();
                 self.last_name.push_str(name);
+                self.remember_values(row);
                 PartitionLookup::Known(id)
             }
             None => PartitionLookup::Missing,
@@ -622,6 +641,23 @@ impl PartitionView {
         self.generation = generation;
         // The new snapshot may have dropped (or re-created) that partition.
         self.last = None;
+    }
+
+    /// Keeps each key's value of `row` (several keys only; the name built
+    /// by `lookup` was just checked, so every key is a STRING).
+    fn remember_values<R: InternalRow + ?Sized>(&mut self, row: &R) {
+        if self.single_key_pos.is_some() {
+            return;
+        }
+        // The strings are reused: this runs once per run of rows.
+        let columns = &self.router.keys.columns;
+        self.last_values.resize_with(columns.len(), String::new);
+        for (column, last) in columns.iter().zip(&mut self.last_values) {
+            last.clear();
+            if let Datum::String(value) = row.datum(column.pos) {
+                last.push_str(value);
+            }
+        }
     }
 
     /// The shared router, for [`PartitionRouter::ensure`] on a miss.
