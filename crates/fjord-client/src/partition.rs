@@ -580,16 +580,16 @@ impl PartitionView {
     #[inline(always)]
     pub(crate) fn same_as_last<R: InternalRow + ?Sized>(&self, row: &R) -> Option<i64> {
         let id = self.last?;
-        if self.router.cache.generation.load(Ordering::Acquire) != self.generation {
+        let current =
+            |view: &Self| view.router.cache.generation.load(Ordering::Acquire) == view.generation;
+        let Some(pos) = self.single_key_pos else {
+            return (current(self) && self.same_values_as_last(row)).then_some(id);
+        };
+        if !current(self) || pos >= row.field_count() {
             return None;
         }
-        let Some(pos) = self.single_key_pos else {
-            return self.same_values_as_last(row).then_some(id);
-        };
-        match (pos < row.field_count()).then(|| row.datum(pos)) {
-            Some(Datum::String(value))
-                if same_name(value.as_bytes(), self.last_name.as_bytes()) =>
-            {
+        match row.datum(pos) {
+            Datum::String(value) if same_name(value.as_bytes(), self.last_name.as_bytes()) => {
                 Some(id)
             }
             _ => None,
