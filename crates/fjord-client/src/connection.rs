@@ -140,43 +140,11 @@ impl ServerConnection {
         &self,
         request: pb::ProduceLogRequest,
     ) -> Result<PendingResponse> {
-        let api = ApiKey::ProduceLog;
-        let (request_id, rx) = self.register(api)?;
-        let header = RequestHeader {
-            api_key: api.id(),
-            api_version: api.served_versions().map_or(0, |v| v.max),
-            request_id,
-        };
-        {
-            let mut write = self.inner.writer.lock().await;
-            let WriteSide {
-                socket,
-                buf,
-                chunks,
-            } = &mut *write;
-            buf.clear();
-            chunks.clear();
-            if let Err(e) = encode_produce_log_request_chunks(buf, header, request, chunks) {
-                self.inner.forget(request_id);
-                return Err(ClientError::Invalid(e.to_string()));
-            }
-            let frame = PartialFrameGuard::arm(&self.inner);
-            let written = write_all_chunks(socket, chunks).await;
-            chunks.clear();
-            if let Err(source) = written {
-                drop(frame);
-                return Err(ClientError::Io {
-                    addr: self.inner.addr.clone(),
-                    source,
-                });
-            }
-            frame.disarm();
-        }
-        Ok(PendingResponse {
-            connection: self.clone(),
-            api,
-            rx,
+        self.send_frame(ApiKey::ProduceLog, |buf, header, chunks| {
+            encode_produce_log_request_chunks(buf, header, request, chunks)
+                .map_err(|e| e.to_string())
         })
+        .await
     }
 
     /// Takes the next request id and registers its answer's slot.
@@ -198,6 +166,25 @@ impl ServerConnection {
     /// server in that order, which a pipelining writer relies on (its
     /// batches of one bucket must append in sequence order).
     pub async fn send<Req: Message>(&self, api: ApiKey, request: &Req) -> Result<PendingResponse> {
+        self.send_frame(api, |buf, header, _| {
+            encode_request(buf, header, request).map_err(|e| e.to_string())
+        })
+        .await
+    }
+
+    /// Registers a request of `api`, has `encode` lay out its frame — whole
+    /// in `buf`, or as `chunks` written in order (vectored) — and writes it
+    /// under the connection's write lock. A frame written only in part
+    /// abandons the connection ([`PartialFrameGuard`]).
+    async fn send_frame(
+        &self,
+        api: ApiKey,
+        encode: impl FnOnce(
+            &mut BytesMut,
+            RequestHeader,
+            &mut Vec<Bytes>,
+        ) -> std::result::Result<(), String>,
+    ) -> Result<PendingResponse> {
         let (request_id, rx) = self.register(api)?;
         let header = RequestHeader {
             api_key: api.id(),
@@ -206,14 +193,25 @@ impl ServerConnection {
         };
         {
             let mut write = self.inner.writer.lock().await;
-            let WriteSide { socket, buf, .. } = &mut *write;
+            let WriteSide {
+                socket,
+                buf,
+                chunks,
+            } = &mut *write;
             buf.clear();
-            if let Err(e) = encode_request(buf, header, request) {
+            chunks.clear();
+            if let Err(e) = encode(buf, header, chunks) {
                 self.inner.forget(request_id);
-                return Err(ClientError::Invalid(e.to_string()));
+                return Err(ClientError::Invalid(e));
             }
             let frame = PartialFrameGuard::arm(&self.inner);
-            if let Err(source) = socket.write_all(buf).await {
+            let written = if chunks.is_empty() {
+                socket.write_all(buf).await
+            } else {
+                write_all_chunks(socket, chunks).await
+            };
+            chunks.clear();
+            if let Err(source) = written {
                 drop(frame);
                 return Err(ClientError::Io {
                     addr: self.inner.addr.clone(),
