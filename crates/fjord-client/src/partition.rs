@@ -668,7 +668,8 @@ impl PartitionView {
 
 /// Whether two partition names are equal, compared a word at a time in
 /// line: names are short (`20261130`, `2026113012`), and the `memcmp` call
-/// `==` makes was ~3 % of a partitioned writer's profile, once per row.
+/// `==` makes was 1.7 % of a partitioned writer's profile, once per row
+/// (docs/bench-notes/partitions.md).
 #[inline(always)]
 fn same_name(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {

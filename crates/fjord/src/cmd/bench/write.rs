@@ -181,9 +181,9 @@ impl<'a> UserBehaviorColumns<'a> {
     }
 
     /// Row `i` as the table's five values. Inlined into the bench loop: as
-    /// a call, its returned array was read back with wide loads that stall
-    /// on the narrow stores that wrote it (~19 % of the loop's samples) —
-    /// the bench's own cost, not the writer's.
+    /// a call (1.8 % of the rows profile, docs/bench-notes/client.md), its
+    /// returned array was read back with wide loads that stall on the
+    /// narrow stores that wrote it — the bench's own cost, not the writer's.
     #[inline(always)]
     fn row(&self, i: usize) -> [Datum<'a>; 5] {
         [
