@@ -66,14 +66,13 @@ impl InternalRow for KeyRow<'_> {
     }
 }
 
-/// Maximal runs `(start, len)` of consecutive rows with equal key values
-/// (NULL equal to NULL), in row order; empty for an empty batch.
+/// Maximal runs `(start, len)` of consecutive rows with equal key values,
+/// in row order; empty for an empty batch. The keys hold no NULL (the
+/// caller refuses those first), so only values are compared, per row.
 fn runs_of_equal_keys(keys: &[(usize, &StringArray)], rows: usize) -> Vec<(usize, usize)> {
     let same = |a: usize, b: usize| {
-        keys.iter().all(|(_, array)| {
-            array.is_valid(a) == array.is_valid(b)
-                && (!array.is_valid(a) || array.value(a) == array.value(b))
-        })
+        keys.iter()
+            .all(|(_, array)| array.value(a) == array.value(b))
     };
     let mut runs = Vec::new();
     let mut start = 0;
@@ -184,8 +183,8 @@ mod tests {
     }
 
     #[test]
-    fn nulls_form_their_own_runs_and_empty_batches_have_none() {
-        let dt = strings(&[None, None, Some("d1"), None]);
+    fn equal_values_form_one_run_and_empty_batches_have_none() {
+        let dt = strings(&[Some("d1"), Some("d1"), Some("d2"), Some("d1")]);
         assert_eq!(runs_of_equal_keys(&[(0, &dt)], 4), [(0, 2), (2, 1), (3, 1)]);
         assert!(runs_of_equal_keys(&[(0, &dt)], 0).is_empty());
     }
