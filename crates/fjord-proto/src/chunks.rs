@@ -7,7 +7,9 @@
 
 use std::io::IoSlice;
 
-use bytes::{Buf, Bytes};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use crate::wire::{put_key, put_varint, WIRE_TYPE_LEN};
 
 /// Record payloads (a bucket's `records`) up to this size are copied into
 /// the frame's scratch buffer instead of becoming a chunk of their own, in
@@ -24,6 +26,27 @@ pub const INLINE_RECORDS_MAX_BYTES: usize = 512;
 /// Most chunks handed to one vectored write (well under Linux's `IOV_MAX`
 /// of 1024; a frame with more takes more writes).
 pub const IOV_MAX_CHUNKS: usize = 64;
+
+/// Writes a `records` field (field number `tag`) whose payload is
+/// `records`: the key and length into `scratch`, then the payload copied
+/// after them when it is at most [`INLINE_RECORDS_MAX_BYTES`], else the
+/// scaffolding so far split off into a chunk and `records` itself pushed as
+/// the next one (passed through, not copied).
+pub(crate) fn put_records(
+    scratch: &mut BytesMut,
+    chunks: &mut Vec<Bytes>,
+    tag: u32,
+    records: Bytes,
+) {
+    put_key(scratch, tag, WIRE_TYPE_LEN);
+    put_varint(scratch, records.len() as u64);
+    if records.len() <= INLINE_RECORDS_MAX_BYTES {
+        scratch.put_slice(&records);
+    } else {
+        chunks.push(scratch.split().freeze());
+        chunks.push(records);
+    }
+}
 
 /// Skips the empty chunks from `*first` on, then points `slices` at the
 /// next chunks (at most [`IOV_MAX_CHUNKS`]) and returns how many it filled;

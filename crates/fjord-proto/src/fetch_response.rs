@@ -12,7 +12,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use prost::Message;
 
-use crate::chunks::INLINE_RECORDS_MAX_BYTES;
+use crate::chunks::put_records;
 use crate::frame::{
     frame_length, FrameError, LENGTH_FIELD_BYTES, RESPONSE_HEADER_BYTES, RESPONSE_TYPE_SUCCESS,
 };
@@ -32,7 +32,7 @@ const TAG_RECORDS: u32 = 8;
 /// `chunks`, as byte chunks to be written in order. Protobuf scaffolding is
 /// written into `scratch` and split off (its spare capacity is reused by the
 /// next call); each bucket's `records` larger than
-/// [`INLINE_RECORDS_MAX_BYTES`] becomes a chunk of its own, the very
+/// [`crate::INLINE_RECORDS_MAX_BYTES`] becomes a chunk of its own, the very
 /// `Bytes` given, not a copy.
 pub fn encode_fetch_log_response_chunks(
     scratch: &mut BytesMut,
@@ -60,14 +60,7 @@ pub fn encode_fetch_log_response_chunks(
             let Some(records) = records else {
                 continue;
             };
-            put_key(scratch, TAG_RECORDS, WIRE_TYPE_LEN);
-            put_varint(scratch, records.len() as u64);
-            if records.len() <= INLINE_RECORDS_MAX_BYTES {
-                scratch.put_slice(&records);
-            } else {
-                chunks.push(scratch.split().freeze());
-                chunks.push(records);
-            }
+            put_records(scratch, chunks, TAG_RECORDS, records);
         }
     }
     if !scratch.is_empty() {
@@ -83,6 +76,7 @@ mod tests {
     use crate::messages::{PbFetchLogRespForBucket, PbFetchLogRespForTable};
     use crate::request::{decode_response, Response};
     use crate::ApiKey;
+    use crate::INLINE_RECORDS_MAX_BYTES;
     use proptest::prelude::*;
 
     fn bucket(bucket_id: i32, records: Option<Bytes>) -> PbFetchLogRespForBucket {

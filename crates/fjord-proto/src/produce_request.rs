@@ -12,7 +12,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use prost::Message;
 
-use crate::chunks::INLINE_RECORDS_MAX_BYTES;
+use crate::chunks::put_records;
 use crate::frame::{frame_length, FrameError, RequestHeader, REQUEST_HEADER_BYTES};
 use crate::messages::{PbProduceLogReqForBucket, ProduceLogRequest};
 use crate::wire::{put_key, put_varint, WIRE_TYPE_LEN, WIRE_TYPE_VARINT};
@@ -33,7 +33,7 @@ const TAG_ROUTING_BUCKET_COUNT: u32 = 5;
 /// Appends the request frame of `request` under `header` to `chunks`, as
 /// byte chunks to be written in order. Protobuf scaffolding is written into
 /// `scratch` and split off (its spare capacity is reused by the next call);
-/// each bucket's `records` larger than [`INLINE_RECORDS_MAX_BYTES`]
+/// each bucket's `records` larger than [`crate::INLINE_RECORDS_MAX_BYTES`]
 /// becomes a chunk of its own, the very `Bytes` given, not a copy.
 pub fn encode_produce_log_request_chunks(
     scratch: &mut BytesMut,
@@ -90,14 +90,7 @@ pub fn encode_produce_log_request_chunks(
             put_key(scratch, TAG_ROUTING_BUCKET_COUNT, WIRE_TYPE_VARINT);
             put_varint(scratch, i64::from(count) as u64);
         }
-        put_key(scratch, TAG_RECORDS, WIRE_TYPE_LEN);
-        put_varint(scratch, records.len() as u64);
-        if records.len() <= INLINE_RECORDS_MAX_BYTES {
-            scratch.put_slice(&records);
-        } else {
-            chunks.push(scratch.split().freeze());
-            chunks.push(records);
-        }
+        put_records(scratch, chunks, TAG_RECORDS, records);
     }
     if !scratch.is_empty() {
         chunks.push(scratch.split().freeze());
@@ -111,6 +104,7 @@ mod tests {
     use crate::frame::FrameDecoder;
     use crate::request::{decode_request, Request};
     use crate::ApiKey;
+    use crate::INLINE_RECORDS_MAX_BYTES;
     use proptest::prelude::*;
 
     fn header(request_id: i32) -> RequestHeader {
