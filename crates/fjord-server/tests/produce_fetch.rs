@@ -75,9 +75,7 @@ fn full_schema() -> arrow_schema::SchemaRef {
 #[tokio::test]
 async fn produced_batch_is_fetched_back_with_high_watermark() {
     let dir = tempfile::tempdir().unwrap();
-    let server = TestServer::start(dir.path()).await;
-    let mut c = server.client().await;
-    let info = create_db_and_table(&mut c, "db", "t").await;
+    let (server, mut c, info) = server_with_log_table(dir.path()).await;
     let first = produce_one(&mut c, info.table_id, 1, batch(0..10, 1, None)).await;
     assert_eq!((first.error_code, first.base_offset), (None, Some(0)));
     let second = produce_one(&mut c, info.table_id, 1, batch(10..15, 1, None)).await;
@@ -111,9 +109,7 @@ async fn produced_batch_is_fetched_back_with_high_watermark() {
 #[tokio::test]
 async fn retried_idempotent_batch_is_acknowledged_without_appending_twice() {
     let dir = tempfile::tempdir().unwrap();
-    let server = TestServer::start(dir.path()).await;
-    let mut c = server.client().await;
-    let info = create_db_and_table(&mut c, "db", "t").await;
+    let (server, mut c, info) = server_with_log_table(dir.path()).await;
     let writer_id = c.init_writer().await;
     let b0 = batch(0..5, 1, Some((writer_id, 0)));
     let first = produce_one(&mut c, info.table_id, 0, b0.clone()).await;
@@ -136,9 +132,7 @@ async fn retried_idempotent_batch_is_acknowledged_without_appending_twice() {
 #[tokio::test]
 async fn out_of_order_sequence_is_rejected() {
     let dir = tempfile::tempdir().unwrap();
-    let server = TestServer::start(dir.path()).await;
-    let mut c = server.client().await;
-    let info = create_db_and_table(&mut c, "db", "t").await;
+    let (server, mut c, info) = server_with_log_table(dir.path()).await;
     produce_one(&mut c, info.table_id, 0, batch(0..5, 1, Some((7, 0)))).await;
     let gap = produce_one(&mut c, info.table_id, 0, batch(5..6, 1, Some((7, 5)))).await;
     assert_eq!(
@@ -152,9 +146,7 @@ async fn out_of_order_sequence_is_rejected() {
 #[tokio::test]
 async fn batch_with_wrong_schema_id_is_rejected() {
     let dir = tempfile::tempdir().unwrap();
-    let server = TestServer::start(dir.path()).await;
-    let mut c = server.client().await;
-    let info = create_db_and_table(&mut c, "db", "t").await;
+    let (server, mut c, info) = server_with_log_table(dir.path()).await;
     let r = produce_one(&mut c, info.table_id, 0, batch(0..5, 9, None)).await;
     assert_eq!(r.error_code, Some(ErrorCode::SchemaNotExist.code()));
     assert!(r.error_message.unwrap().contains("schema id 9"));
@@ -164,9 +156,7 @@ async fn batch_with_wrong_schema_id_is_rejected() {
 #[tokio::test]
 async fn batch_with_bad_crc_is_rejected_and_nothing_is_appended() {
     let dir = tempfile::tempdir().unwrap();
-    let server = TestServer::start(dir.path()).await;
-    let mut c = server.client().await;
-    let info = create_db_and_table(&mut c, "db", "t").await;
+    let (server, mut c, info) = server_with_log_table(dir.path()).await;
     let mut bad = batch(0..5, 1, None);
     let last = bad.len() - 1;
     bad[last] ^= 0xff;
@@ -180,9 +170,7 @@ async fn batch_with_bad_crc_is_rejected_and_nothing_is_appended() {
 #[tokio::test]
 async fn produce_to_unknown_bucket_answers_per_bucket_error() {
     let dir = tempfile::tempdir().unwrap();
-    let server = TestServer::start(dir.path()).await;
-    let mut c = server.client().await;
-    let info = create_db_and_table(&mut c, "db", "t").await;
+    let (server, mut c, info) = server_with_log_table(dir.path()).await;
     let r = produce_one(&mut c, info.table_id, 99, batch(0..1, 1, None)).await;
     assert_eq!(
         r.error_code,
@@ -199,9 +187,7 @@ async fn produce_to_unknown_bucket_answers_per_bucket_error() {
 #[tokio::test]
 async fn long_poll_fetch_wakes_when_data_arrives() {
     let dir = tempfile::tempdir().unwrap();
-    let server = TestServer::start(dir.path()).await;
-    let mut c = server.client().await;
-    let info = create_db_and_table(&mut c, "db", "t").await;
+    let (server, mut c, info) = server_with_log_table(dir.path()).await;
     let mut poller = server.client().await;
     // Sent before any data exists; it must park, not answer empty.
     let id = poller
@@ -232,9 +218,7 @@ async fn long_poll_fetch_wakes_when_data_arrives() {
 #[tokio::test]
 async fn projected_fetch_sends_only_the_selected_columns() {
     let dir = tempfile::tempdir().unwrap();
-    let server = TestServer::start(dir.path()).await;
-    let mut c = server.client().await;
-    let info = create_db_and_table(&mut c, "db", "t").await;
+    let (server, mut c, info) = server_with_log_table(dir.path()).await;
     produce_one(&mut c, info.table_id, 0, batch(0..4, 1, None)).await;
     let got = fetch_one(&mut c, fetch(info.table_id, 0, 0, Some(vec![1]), 0)).await;
     assert_eq!(got.error_code, None);
@@ -260,9 +244,7 @@ async fn projected_fetch_sends_only_the_selected_columns() {
 #[tokio::test]
 async fn list_offsets_answers_earliest_latest_and_by_timestamp() {
     let dir = tempfile::tempdir().unwrap();
-    let server = TestServer::start(dir.path()).await;
-    let mut c = server.client().await;
-    let info = create_db_and_table(&mut c, "db", "t").await;
+    let (server, mut c, info) = server_with_log_table(dir.path()).await;
     produce_one(&mut c, info.table_id, 0, batch(0..4, 1, None)).await;
     let list = |offset_type: i32, ts: Option<i64>| {
         Request::ListOffsets(pb::ListOffsetsRequest {

@@ -31,19 +31,26 @@ fn produce(table_id: i64, buckets: Vec<(i32, Vec<u8>)>, acks: i32) -> Request {
     })
 }
 
-/// Reads one frame and decodes it as the ProduceLog answer to `id`.
-async fn read_produce_answer(c: &mut Client, id: i32) -> pb::ProduceLogResponse {
+/// Reads one frame and decodes it as a successful ProduceLog answer,
+/// returned with the request id it answers.
+async fn read_any_produce_answer(c: &mut Client) -> (i32, pb::ProduceLogResponse) {
     match c.read_frame().await.expect("an answer") {
         ResponseFrame::Success { request_id, body } => {
-            assert_eq!(request_id, id);
             match decode_response(ApiKey::ProduceLog, 0, body).expect("decodable") {
-                Response::ProduceLog(r) => r,
+                Response::ProduceLog(r) => (request_id, r),
                 other => panic!("unexpected {other:?}"),
             }
         }
         ResponseFrame::Error { error, .. } => panic!("request failed: {error}"),
         ResponseFrame::ServerFailure { error } => panic!("server failure: {error}"),
     }
+}
+
+/// Reads one frame and decodes it as the ProduceLog answer to `id`.
+async fn read_produce_answer(c: &mut Client, id: i32) -> pb::ProduceLogResponse {
+    let (request_id, answer) = read_any_produce_answer(c).await;
+    assert_eq!(request_id, id);
+    answer
 }
 
 /// The ids of the rows of `bucket`, read from offset 0 to the high
@@ -97,9 +104,7 @@ async fn fetch_ids_from(
 #[tokio::test]
 async fn a_frame_larger_than_the_wake_up_threshold_arriving_in_pieces_is_appended_whole() {
     let dir = tempfile::tempdir().unwrap();
-    let server = TestServer::start(dir.path()).await;
-    let mut c = server.client().await;
-    let info = create_db_and_table(&mut c, "db", "t").await;
+    let (server, mut c, info) = server_with_log_table(dir.path()).await;
     // ~1 MiB of records: more than the reader's 512 KiB low-water cap, so
     // the reader waits for the frame in several steps.
     let ids = 0..60_000;
@@ -136,9 +141,7 @@ async fn a_frame_larger_than_the_wake_up_threshold_arriving_in_pieces_is_appende
 #[tokio::test]
 async fn small_frames_arriving_in_pieces_after_a_large_frame_are_each_read() {
     let dir = tempfile::tempdir().unwrap();
-    let server = TestServer::start(dir.path()).await;
-    let mut c = server.client().await;
-    let info = create_db_and_table(&mut c, "db", "t").await;
+    let (server, mut c, info) = server_with_log_table(dir.path()).await;
     // A frame above the large-frame threshold, sent in two pieces, raises
     // the reader's wake-up threshold; the small frames after it must not
     // wait for bytes that never come.
@@ -187,9 +190,7 @@ async fn small_frames_arriving_in_pieces_after_a_large_frame_are_each_read() {
 #[tokio::test]
 async fn pipelined_idempotent_produces_in_one_write_append_in_arrival_order() {
     let dir = tempfile::tempdir().unwrap();
-    let server = TestServer::start(dir.path()).await;
-    let mut c = server.client().await;
-    let info = create_db_and_table(&mut c, "db", "t").await;
+    let (server, mut c, info) = server_with_log_table(dir.path()).await;
     let writer_id = c.init_writer().await;
     // Sequences 0..16 of one bucket, 10 rows each, every frame in one write
     // without waiting for an answer. Any reordering of the appends would be
@@ -209,13 +210,7 @@ async fn pipelined_idempotent_produces_in_one_write_append_in_arrival_order() {
     c.send_raw(&frames).await;
     let mut base_offsets = Vec::new();
     for _ in 0..REQUESTS {
-        let frame = c.read_frame().await.expect("an answer");
-        let ResponseFrame::Success { request_id, body } = frame else {
-            panic!("request failed: {frame:?}")
-        };
-        let Response::ProduceLog(r) = decode_response(ApiKey::ProduceLog, 0, body).unwrap() else {
-            panic!()
-        };
+        let (request_id, r) = read_any_produce_answer(&mut c).await;
         let bucket = &r.buckets_resp[0];
         assert_eq!(bucket.error_code, None, "{:?}", bucket.error_message);
         base_offsets.push((request_id - 1000, bucket.base_offset.expect("offset")));
@@ -233,9 +228,7 @@ async fn pipelined_idempotent_produces_in_one_write_append_in_arrival_order() {
 #[tokio::test]
 async fn an_acks_all_answer_for_several_buckets_comes_after_all_are_durable() {
     let dir = tempfile::tempdir().unwrap();
-    let server = TestServer::start(dir.path()).await;
-    let mut c = server.client().await;
-    let info = create_db_and_table(&mut c, "db", "t").await;
+    let (server, mut c, info) = server_with_log_table(dir.path()).await;
     let request = produce(
         info.table_id,
         vec![
@@ -264,9 +257,7 @@ async fn an_acks_all_answer_for_several_buckets_comes_after_all_are_durable() {
 #[tokio::test]
 async fn an_acks_one_batch_becomes_visible_without_a_later_write() {
     let dir = tempfile::tempdir().unwrap();
-    let server = TestServer::start(dir.path()).await;
-    let mut c = server.client().await;
-    let info = create_db_and_table(&mut c, "db", "t").await;
+    let (server, mut c, info) = server_with_log_table(dir.path()).await;
     let Response::ProduceLog(r) = c
         .call(produce(info.table_id, vec![(1, batch(0..7, 1, None))], 1))
         .await
@@ -287,9 +278,7 @@ async fn an_acks_one_batch_becomes_visible_without_a_later_write() {
 #[tokio::test]
 async fn large_frames_back_to_back_each_keep_their_own_bytes_when_buffers_are_reused() {
     let dir = tempfile::tempdir().unwrap();
-    let server = TestServer::start(dir.path()).await;
-    let mut c = server.client().await;
-    let info = create_db_and_table(&mut c, "db", "t").await;
+    let (server, mut c, info) = server_with_log_table(dir.path()).await;
     let writer_id = c.init_writer().await;
     // More large frames than a connection keeps spare buffers, of growing
     // and shrinking sizes (a reused buffer must grow, and a smaller frame in
@@ -313,13 +302,7 @@ async fn large_frames_back_to_back_each_keep_their_own_bytes_when_buffers_are_re
     }
     c.send_raw(&frames).await;
     for _ in rows_per_request {
-        let frame = c.read_frame().await.expect("an answer");
-        let ResponseFrame::Success { body, .. } = frame else {
-            panic!("request failed: {frame:?}")
-        };
-        let Response::ProduceLog(r) = decode_response(ApiKey::ProduceLog, 0, body).unwrap() else {
-            panic!()
-        };
+        let (_, r) = read_any_produce_answer(&mut c).await;
         assert_eq!(
             r.buckets_resp[0].error_code, None,
             "{:?}",
@@ -336,9 +319,7 @@ async fn large_frames_back_to_back_each_keep_their_own_bytes_when_buffers_are_re
 #[tokio::test]
 async fn a_pipelined_request_that_fails_early_does_not_stall_the_appends_after_it() {
     let dir = tempfile::tempdir().unwrap();
-    let server = TestServer::start(dir.path()).await;
-    let mut c = server.client().await;
-    let info = create_db_and_table(&mut c, "db", "t").await;
+    let (server, mut c, info) = server_with_log_table(dir.path()).await;
     let writer_id = c.init_writer().await;
     // seq 0, then a request refused before it appends (acks 5), an unknown
     // table, then seq 1 and 2: all in one write.

@@ -200,6 +200,16 @@ pub async fn create_db_and_table(
     }
 }
 
+/// A server on `dir` with a client connected and the log table `db.t`
+/// (three buckets, [`LOG_TABLE_JSON`]) created: where most produce and fetch
+/// tests start. `dir` must outlive the server.
+pub async fn server_with_log_table(dir: &Path) -> (TestServer, Client, pb::GetTableInfoResponse) {
+    let server = TestServer::start(dir).await;
+    let mut client = server.client().await;
+    let info = create_db_and_table(&mut client, "db", "t").await;
+    (server, client, info)
+}
+
 pub fn api_key(key: ApiKey) -> i16 {
     key.id()
 }
