@@ -314,11 +314,7 @@ async fn a_batch_refused_for_size_writes_none_of_its_partitions() {
 async fn a_small_slice_of_a_large_batch_is_charged_its_own_bytes() {
     let server = TestServer::start().await;
     let client = server.client().await;
-    let schema = Schema::builder()
-        .column("id", DataType::bigint())
-        .column("s", DataType::string())
-        .build()
-        .expect("schema");
+    let schema = support::id_text_schema();
     let path = TablePath::new("db", "sliced");
     let table = support::create_log_table(&client, &path, schema, 1, "NONE").await;
     let config =

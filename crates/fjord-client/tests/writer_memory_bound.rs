@@ -12,8 +12,6 @@ use std::time::Duration;
 
 use fjord_client::row::Datum;
 use fjord_client::{TablePath, WriterConfig};
-use fjord_format::schema::Schema;
-use fjord_format::types::DataType;
 use support::{create_log_table, TestServer};
 
 /// The system allocator, counting the bytes currently allocated. The count
@@ -72,11 +70,7 @@ const MEMORY_BYTES: usize = 4 << 20;
 async fn open_batches_hold_no_more_heap_than_the_buffer_memory_allows() {
     let server = TestServer::start().await;
     let client = server.client().await;
-    let schema = Schema::builder()
-        .column("id", DataType::bigint())
-        .column("s", DataType::string())
-        .build()
-        .expect("schema");
+    let schema = support::id_text_schema();
     let path = TablePath::new("db", "wide");
     create_log_table(&client, &path, schema, BUCKETS, "NONE").await;
     let config = WriterConfig::from_options([

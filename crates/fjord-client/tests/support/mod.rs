@@ -16,6 +16,7 @@ use fjord_format::schema::{
     DatabaseDescriptor, Schema, TableDescriptor, TableDistribution,
     TABLE_LOG_ARROW_COMPRESSION_TYPE,
 };
+use fjord_format::types::DataType;
 use fjord_server::{Options, Server, ServerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -220,6 +221,16 @@ async fn proxy_connection(
     }
     upstream.abort();
     // Dropping both halves closes both sockets.
+}
+
+/// `id BIGINT, s STRING`: the two-column schema the writer's memory checks
+/// write long strings into.
+pub fn id_text_schema() -> Schema {
+    Schema::builder()
+        .column("id", DataType::bigint())
+        .column("s", DataType::string())
+        .build()
+        .expect("schema")
 }
 
 /// Creates database `db` (if needed) and a log table with `buckets`
