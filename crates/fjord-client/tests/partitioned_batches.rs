@@ -63,6 +63,20 @@ async fn create_table(client: &FlussClient, name: &str, keys: &[&str]) -> TableI
     client.table_info(&path).await.expect("table info")
 }
 
+/// A server, a client, table `db.<name>` (see [`create_table`]) and a
+/// writer for it with the default configuration; the server runs while the
+/// returned [`TestServer`] is held.
+async fn writing(name: &str, keys: &[&str]) -> (TestServer, FlussClient, TableInfo, AppendWriter) {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    let table = create_table(&client, name, keys).await;
+    let writer = client
+        .append_writer(&table.path, WriterConfig::default())
+        .await
+        .expect("writer");
+    (server, client, table, writer)
+}
+
 /// A batch of `(id, region, dt)` rows of the table's schema.
 fn batch(table: &TableInfo, rows: &[(i64, &str, Option<&str>)]) -> RecordBatch {
     let ids: Int64Array = rows.iter().map(|r| Some(r.0)).collect();
@@ -153,14 +167,8 @@ async fn check_partitions(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sliced_batch_with_two_keys_lands_each_row_in_its_own_partition() {
-    let server = TestServer::start().await;
-    let client = server.client().await;
     // Keys in the reverse of their column order: dt (column 2), region (1).
-    let table = create_table(&client, "sliced", &["dt", "region"]).await;
-    let mut w = client
-        .append_writer(&table.path, WriterConfig::default())
-        .await
-        .expect("writer");
+    let (_server, client, table, mut w) = writing("sliced", &["dt", "region"]).await;
     // Rows 0-1 (one with a NULL dt) are outside the slice and must not
     // count; inside it, runs change on either key, and (d1, eu) comes back
     // after other partitions, so its rows are gathered, not sliced.
@@ -199,13 +207,7 @@ async fn a_sliced_batch_with_two_keys_lands_each_row_in_its_own_partition() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_alternating_between_partitions_of_two_keys_each_land_in_their_own() {
-    let server = TestServer::start().await;
-    let client = server.client().await;
-    let table = create_table(&client, "alternating", &["region", "dt"]).await;
-    let mut w = client
-        .append_writer(&table.path, WriterConfig::default())
-        .await
-        .expect("writer");
+    let (_server, client, table, mut w) = writing("alternating", &["region", "dt"]).await;
     // Consecutive rows differ in one key only, either one, and partitions
     // recur after others: the previous row's partition is right only for
     // the second row of each pair.
@@ -235,13 +237,7 @@ async fn rows_alternating_between_partitions_of_two_keys_each_land_in_their_own(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_after_a_partition_is_dropped_and_recreated_go_to_the_new_partition() {
-    let server = TestServer::start().await;
-    let client = server.client().await;
-    let table = create_table(&client, "recreated", &["dt"]).await;
-    let mut w = client
-        .append_writer(&table.path, WriterConfig::default())
-        .await
-        .expect("writer");
+    let (_server, client, table, mut w) = writing("recreated", &["dt"]).await;
     let row =
         |id: i64, dt: &'static str| [Datum::BigInt(id), Datum::String("eu"), Datum::String(dt)];
     w.append(&row(1, "d1")[..]).await.expect("append");
