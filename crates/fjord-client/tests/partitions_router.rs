@@ -56,6 +56,16 @@ async fn create_table(admin: &Admin, name: &str) -> TableInfo {
         .await
 }
 
+/// Table `db.<name>` (see [`create_table`]) and a router for it, creating
+/// missing partitions when `dynamic` is set.
+async fn routed(s: &Running, name: &str, dynamic: bool) -> (TableInfo, Arc<PartitionRouter>) {
+    let table = create_table(&s.admin, name).await;
+    let router = PartitionRouter::new(s.admin.clone(), &table, dynamic)
+        .await
+        .expect("router");
+    (table, router)
+}
+
 fn row(dt: &str) -> [Datum<'_>; 2] {
     [Datum::BigInt(1), Datum::String(dt)]
 }
@@ -109,10 +119,7 @@ async fn concurrent_writers_create_each_missing_partition_once() {
     const TASKS: usize = 8;
     const DAYS: [&str; 5] = ["20261201", "20261202", "20261203", "20261204", "20261205"];
     let s = start().await;
-    let table = create_table(&s.admin, "dynamic").await;
-    let router = PartitionRouter::new(s.admin.clone(), &table, true)
-        .await
-        .expect("router");
+    let (table, router) = routed(&s, "dynamic", true).await;
     let mut views_before = router.view();
 
     let mut tasks = Vec::new();
@@ -167,10 +174,7 @@ async fn concurrent_writers_create_each_missing_partition_once() {
 #[tokio::test]
 async fn disabled_dynamic_creation_names_the_missing_partition_and_creates_nothing() {
     let s = start().await;
-    let table = create_table(&s.admin, "static").await;
-    let router = PartitionRouter::new(s.admin.clone(), &table, false)
-        .await
-        .expect("router");
+    let (table, router) = routed(&s, "static", false).await;
 
     let error = router
         .ensure(&row("20261130")[..])
@@ -208,10 +212,7 @@ async fn disabled_dynamic_creation_names_the_missing_partition_and_creates_nothi
 #[tokio::test]
 async fn partition_limit_surfaces_the_server_error_and_is_retried_next_time() {
     let s = start_with(&["max.partition.num=1"]).await;
-    let table = create_table(&s.admin, "limited").await;
-    let router = PartitionRouter::new(s.admin.clone(), &table, true)
-        .await
-        .expect("router");
+    let (table, router) = routed(&s, "limited", true).await;
     router
         .ensure(&row("20261130")[..])
         .await
@@ -236,10 +237,7 @@ async fn partition_limit_surfaces_the_server_error_and_is_retried_next_time() {
 #[tokio::test]
 async fn a_view_routes_alternating_runs_of_partitions_each_to_its_own_id() {
     let s = start().await;
-    let table = create_table(&s.admin, "alternating").await;
-    let router = PartitionRouter::new(s.admin.clone(), &table, true)
-        .await
-        .expect("router");
+    let (_, router) = routed(&s, "alternating", true).await;
     let a = router.ensure(&row("20261129")[..]).await.expect("create a");
     let b = router.ensure(&row("20261130")[..]).await.expect("create b");
     assert_ne!(a, b);
@@ -263,10 +261,7 @@ async fn a_view_routes_alternating_runs_of_partitions_each_to_its_own_id() {
 #[tokio::test]
 async fn refresh_forgets_a_dropped_partition() {
     let s = start().await;
-    let table = create_table(&s.admin, "dropped").await;
-    let router = PartitionRouter::new(s.admin.clone(), &table, true)
-        .await
-        .expect("router");
+    let (table, router) = routed(&s, "dropped", true).await;
     let mut view = router.view();
     let id = router.ensure(&row("20261130")[..]).await.expect("create");
     assert_eq!(
