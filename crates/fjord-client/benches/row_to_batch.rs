@@ -129,6 +129,9 @@ fn append_all(builder: &mut RowBatchBuilder, events: &[Event]) -> arrow_array::R
     builder.finish().expect("batch")
 }
 
+/// Rows per `append_rows` call in the run benchmark.
+const RUN_ROWS: usize = 256;
+
 const COMPRESSIONS: [(&str, ArrowCompression); 3] = [
     ("none", ArrowCompression::None),
     ("lz4", ArrowCompression::Lz4Frame),
@@ -159,6 +162,24 @@ fn bench(c: &mut Criterion) {
         b.iter_custom(|iters| {
             cpu_time(iters, || {
                 let batch = append_all(&mut builder, black_box(&events));
+                black_box(batch.num_rows());
+                builder.recycle(batch);
+            })
+        })
+    });
+
+    // Rows handed over in runs (`append_rows`), each run's rows built into a
+    // reused vector as a caller batching its records would; recycled.
+    group.bench_function("rows_in_runs_to_builder_recycled", |b| {
+        let mut run: Vec<[Datum<'_>; 5]> = Vec::with_capacity(RUN_ROWS);
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                for chunk in black_box(&events).chunks(RUN_ROWS) {
+                    run.clear();
+                    run.extend(chunk.iter().map(row_of));
+                    builder.append_rows(&run).expect("rows match the schema");
+                }
+                let batch = builder.finish().expect("batch");
                 black_box(batch.num_rows());
                 builder.recycle(batch);
             })

@@ -1,0 +1,181 @@
+//! Tests of [`RowBatchBuilder::append_rows`]: a run of rows builds exactly
+//! the batch its rows appended one at a time build, and a refused run
+//! leaves nothing behind.
+
+use arrow_array::cast::AsArray;
+use fjord_format::arrow_schema::to_arrow_schema;
+use fjord_format::schema::Schema;
+use fjord_format::types::DataType;
+
+use super::*;
+
+fn builder(columns: &[(&str, DataType)]) -> RowBatchBuilder {
+    let mut schema = Schema::builder();
+    for (name, data_type) in columns {
+        schema = schema.column(*name, data_type.clone());
+    }
+    RowBatchBuilder::new(to_arrow_schema(&schema.build().unwrap())).unwrap()
+}
+
+/// Every scalar type, the fast kinds and the value-by-value ones.
+fn all_types() -> Vec<(&'static str, DataType)> {
+    vec![
+        ("b", DataType::boolean()),
+        ("i8", DataType::tinyint()),
+        ("i16", DataType::smallint()),
+        ("i32", DataType::int()),
+        ("i64", DataType::bigint()),
+        ("f32", DataType::float()),
+        ("f64", DataType::double()),
+        ("s", DataType::string()),
+        ("bytes", DataType::bytes()),
+        ("bin", DataType::binary(3).unwrap()),
+        ("dec", DataType::decimal(10, 2).unwrap()),
+        ("date", DataType::date()),
+        ("t3", DataType::time(3).unwrap()),
+        ("ts3", DataType::timestamp(3).unwrap()),
+        ("ts6", DataType::timestamp(6).unwrap()),
+        ("ltz3", DataType::timestamp_ltz(3).unwrap()),
+        ("ltz9", DataType::timestamp_ltz(9).unwrap()),
+    ]
+}
+
+const TEXT: &str = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJ";
+
+/// Row `k` of a varied table: values change with `k`, strings of every
+/// length from 0 to 40 bytes, and column `c` is NULL when `k % 7 == c % 7`.
+fn row(k: usize) -> Vec<Datum<'static>> {
+    let n = k as i64;
+    let ts = Timestamp::new(1_700_000_000_000 + n, (k as i32 * 7919) % 1_000_000).unwrap();
+    let len = k % 41;
+    let values = vec![
+        Datum::Boolean(k.is_multiple_of(3)),
+        Datum::TinyInt(k as i8),
+        Datum::SmallInt(-(k as i16)),
+        Datum::Int(k as i32 * 3),
+        Datum::BigInt(n * 1_000_003),
+        Datum::Float(k as f32 / 4.0),
+        Datum::Double(-(k as f64) / 8.0),
+        Datum::String(&TEXT[..len]),
+        Datum::Binary(&TEXT.as_bytes()[TEXT.len() - len..]),
+        Datum::Binary(&TEXT.as_bytes()[k % 10..k % 10 + 3]),
+        Datum::Decimal(i128::from(n * 101 - 5_000)),
+        Datum::Date(19_000 + k as i32),
+        Datum::Time((k as i32 * 1_001) % 86_400_000),
+        Datum::Timestamp(ts),
+        Datum::Timestamp(ts),
+        Datum::TimestampLtz(ts),
+        Datum::TimestampLtz(ts),
+    ];
+    values
+        .into_iter()
+        .enumerate()
+        .map(|(c, v)| if k % 7 == c % 7 { Datum::Null } else { v })
+        .collect()
+}
+
+#[test]
+fn runs_of_every_type_build_the_same_batch_as_rows_appended_one_by_one() {
+    let rows: Vec<Vec<Datum<'static>>> = (0..400).map(row).collect();
+    let mut single = builder(&all_types());
+    for r in &rows {
+        single.append(r).unwrap();
+    }
+    let mut runs = builder(&all_types());
+    let mut rest = &rows[..];
+    // Runs of irregular lengths, a run of one and an empty run among them.
+    for len in [0, 1, 2, 17, 64, 3, 100].into_iter().cycle() {
+        if rest.is_empty() {
+            break;
+        }
+        let (run, after) = rest.split_at(len.min(rest.len()));
+        runs.append_rows(run).unwrap();
+        rest = after;
+    }
+    assert_eq!(runs.len(), rows.len());
+    assert_eq!(runs.estimated_bytes(), single.estimated_bytes());
+    assert_eq!(runs.finish().unwrap(), single.finish().unwrap());
+}
+
+#[test]
+fn a_refused_run_appends_none_of_its_rows_and_names_the_refused_row() {
+    let mut b = builder(&all_types());
+    let rows: Vec<Vec<Datum<'static>>> = (0..10).map(row).collect();
+    b.append_rows(&rows[..4]).unwrap();
+    let bytes_before = b.estimated_bytes();
+
+    // Row 5 of the next run carries an INT where the BIGINT column is: the
+    // columns before it (and the BIGINT column's rows before row 5) were
+    // already written when the refusal is found.
+    let mut bad: Vec<Vec<Datum<'static>>> = (4..10).map(row).collect();
+    bad[5][4] = Datum::Int(1);
+    let message = b.append_rows(&bad).unwrap_err().to_string();
+    assert!(message.contains("row 5 of the run"), "{message}");
+    assert!(message.contains("`i64`"), "{message}");
+    assert_eq!(b.len(), 4);
+    assert_eq!(b.estimated_bytes(), bytes_before);
+
+    // The refusal left no values behind: the good rows go in after it and
+    // the batch equals one built from the good rows alone.
+    b.append_rows(&rows[4..]).unwrap();
+    let mut expected = builder(&all_types());
+    expected.append_rows(&rows).unwrap();
+    assert_eq!(b.finish().unwrap(), expected.finish().unwrap());
+}
+
+#[test]
+fn a_run_refuses_null_in_a_not_null_column_and_wrong_widths() {
+    let mut b = builder(&[
+        ("id", DataType::bigint().not_null()),
+        ("name", DataType::string().not_null()),
+    ]);
+    let ok = [Datum::BigInt(1), Datum::String("a")];
+    let null_name = [Datum::BigInt(2), Datum::Null];
+    let message = b.append_rows(&[ok, null_name]).unwrap_err().to_string();
+    assert!(message.contains("row 1 of the run"), "{message}");
+    assert!(message.contains("`name`"), "{message}");
+    assert!(message.contains("NOT NULL"), "{message}");
+    assert!(b.is_empty());
+
+    let short: Vec<Datum<'_>> = vec![Datum::BigInt(3)];
+    let message = b
+        .append_rows(&[ok.to_vec(), short])
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("row 1 of the run"), "{message}");
+    assert!(message.contains("1 fields"), "{message}");
+    assert!(b.is_empty());
+
+    b.append_rows(&[ok]).unwrap();
+    let batch = b.finish().unwrap();
+    assert_eq!(batch.num_rows(), 1);
+    assert_eq!(batch.column(1).as_string::<i32>().value(0), "a");
+}
+
+#[test]
+fn copy_short_copies_every_length_exactly() {
+    let src: Vec<u8> = (0..=255).collect();
+    for len in 0..=40 {
+        for start in [0, 1, 7, 200] {
+            let from = &src[start..start + len];
+            let mut to = vec![0xEEu8; len];
+            copy_short(&mut to, from);
+            assert_eq!(to, from, "length {len} from {start}");
+        }
+    }
+}
+
+#[test]
+fn row_bytes_hint_follows_the_rows_so_far_then_the_last_batch() {
+    let mut b = builder(&[("id", DataType::bigint()), ("s", DataType::string())]);
+    // Nothing appended yet: the fixed widths (8-byte value, 4-byte offset).
+    assert_eq!(b.row_bytes_hint(), 12);
+    let long = "x".repeat(100);
+    b.append_rows(&[[Datum::BigInt(1), Datum::String(&long)]])
+        .unwrap();
+    // 12 fixed + 100 of text + the bitmaps' bytes.
+    let with_text = b.row_bytes_hint();
+    assert!((112..=114).contains(&with_text), "{with_text}");
+    b.finish().unwrap();
+    assert_eq!(b.row_bytes_hint(), with_text);
+}
