@@ -172,6 +172,22 @@ pub(crate) enum RowOutcome {
     EncoderBusy,
 }
 
+/// What appending a run of rows led to ([`Accumulator::append_run`]).
+pub(crate) struct Run {
+    /// Rows of the run appended (a prefix).
+    pub appended: usize,
+    /// As for one row, after the last row appended.
+    pub outcome: RowOutcome,
+    /// Why the row after the appended ones was refused, if it was.
+    pub refused: Option<ClientError>,
+}
+
+/// Most rows one [`Accumulator::append_run`] appends: bounds how long the
+/// accumulator's lock is held (the linger task waits at most one run) and
+/// keeps a run's datums in cache while its columns are filled one after
+/// another.
+pub(crate) const ROWS_PER_RUN_MAX: usize = 256;
+
 /// Per-bucket builders of one writer, and the seal rules.
 pub(crate) struct Accumulator {
     schema: SchemaRef,
@@ -306,34 +322,77 @@ impl Accumulator {
         row: &R,
         shared: &Shared,
     ) -> Result<RowOutcome> {
-        let pool = &shared.pool;
         let bucket = self.assigner.assign(row)?;
         let key = (partition, bucket);
         let batch_size = self.batch_size_bytes;
         let slot = self.slot(key)?;
         let was_empty = slot.builder.is_empty();
         if was_empty {
-            // Once per batch, before the row goes in: an earlier batch's
-            // failure is reported instead of opening another batch.
-            if let Some(e) = shared.failure() {
-                return Err(e);
-            }
-            // Its age and size rules (set again by the next row should this
-            // one be refused).
-            slot.opened_at = Instant::now();
-            slot.seal_at_bytes = seal_threshold(batch_size, shared.ratio(), pool.total_bytes());
-            slot.chunk_bytes =
-                (slot.seal_at_bytes / 4).clamp(RESERVE_CHUNK_MIN_BYTES, RESERVE_CHUNK_BYTES);
-            // Its memory: a recycled batch's buffers (sized by the batches
-            // before), else room for as many rows as this bucket's last
-            // batch had, or for one reservation step. Not the seal size:
-            // many buckets each opening a batch of that size would hold
-            // far more heap than buffer memory counts; a batch growing
-            // past its room reallocates, doubling, a few times at most.
-            slot.builder
-                .prepare(shared.recycled.take(), slot.chunk_bytes);
+            open_batch(slot, batch_size, shared)?;
         }
         slot.builder.append(row)?;
+        self.appended(key, was_empty, shared)
+    }
+
+    /// Appends the longest prefix of `rows` that goes into one batch of a
+    /// non-partitioned table whose assigner is sticky (every row of a run
+    /// goes to the current bucket): the rows that fit before the batch's
+    /// seal threshold (estimated from the rows' average size; the batch is
+    /// sealed by the run that crosses it, as by the row that does), at
+    /// most [`ROWS_PER_RUN_MAX`]. Rows go in column by column
+    /// ([`RowBatchBuilder::append_rows`]). When a row is refused, the rows
+    /// before it are appended and the refusal is returned with them.
+    pub(crate) fn append_run<R: InternalRow>(
+        &mut self,
+        rows: &[R],
+        shared: &Shared,
+    ) -> Result<Run> {
+        let Some(first) = rows.first() else {
+            return Ok(Run {
+                appended: 0,
+                outcome: RowOutcome::Buffered,
+                refused: None,
+            });
+        };
+        let bucket = self.assigner.assign(first)?;
+        let key = (None, bucket);
+        let batch_size = self.batch_size_bytes;
+        let slot = self.slot(key)?;
+        let was_empty = slot.builder.is_empty();
+        if was_empty {
+            open_batch(slot, batch_size, shared)?;
+        }
+        let room = slot
+            .seal_at_bytes
+            .saturating_sub(slot.builder.estimated_bytes());
+        let fit = room / slot.builder.row_bytes_hint() + 1;
+        let mut appended = fit.min(rows.len()).min(ROWS_PER_RUN_MAX);
+        let mut refused = None;
+        // A refusal names a refused row, not necessarily the first: rows
+        // before it may fail a later column. Retry the shorter prefix until
+        // it goes in whole (each try is shorter, the empty one cannot fail).
+        while let Err((index, error)) = slot.builder.try_append_rows(&rows[..appended]) {
+            appended = index;
+            refused = Some(error);
+        }
+        let outcome = if appended == 0 {
+            RowOutcome::Buffered
+        } else {
+            self.appended(key, was_empty, shared)?
+        };
+        Ok(Run {
+            appended,
+            outcome,
+            refused,
+        })
+    }
+
+    /// After rows went into `key`'s batch: reserves the memory they use
+    /// (or reports the deficit) and seals the batch when full.
+    #[inline(always)]
+    fn appended(&mut self, key: BucketKey, was_empty: bool, shared: &Shared) -> Result<RowOutcome> {
+        let pool = &shared.pool;
+        let slot = self.slot(key)?;
         let bytes = slot.builder.estimated_bytes();
         let seal_at = slot.seal_at_bytes;
         if bytes > slot.reserved_bytes {
@@ -490,6 +549,31 @@ impl Accumulator {
     pub(crate) fn close(&mut self) {
         self.encode_tx = None;
     }
+}
+
+/// Readies `slot`'s empty batch for its first row: once per batch, not per
+/// row.
+fn open_batch(slot: &mut Slot, batch_size: usize, shared: &Shared) -> Result<()> {
+    // An earlier batch's failure is reported instead of opening another
+    // batch.
+    if let Some(e) = shared.failure() {
+        return Err(e);
+    }
+    let pool = &shared.pool;
+    // Its age and size rules (set again by the next row should this one be
+    // refused).
+    slot.opened_at = Instant::now();
+    slot.seal_at_bytes = seal_threshold(batch_size, shared.ratio(), pool.total_bytes());
+    slot.chunk_bytes = (slot.seal_at_bytes / 4).clamp(RESERVE_CHUNK_MIN_BYTES, RESERVE_CHUNK_BYTES);
+    // Its memory: a recycled batch's buffers (sized by the batches before),
+    // else room for as many rows as this bucket's last batch had, or for
+    // one reservation step. Not the seal size: many buckets each opening a
+    // batch of that size would hold far more heap than buffer memory
+    // counts; a batch growing past its room reallocates, doubling, a few
+    // times at most.
+    slot.builder
+        .prepare(shared.recycled.take(), slot.chunk_bytes);
+    Ok(())
 }
 
 #[cold]

@@ -272,6 +272,10 @@ pub struct AppendWriter {
     partitions: Option<Partitions>,
     /// A batch short of memory: (its bucket, the bytes to reserve for it).
     deficit: Option<(accumulator::BucketKey, usize)>,
+    /// Whether [`AppendWriter::append_rows`] appends in runs: every row
+    /// goes to the same bucket until its batch is sealed (a
+    /// non-partitioned table, sticky assigner). Fixed at creation.
+    runs: bool,
     linger: tokio::task::JoinHandle<()>,
 }
 
@@ -329,6 +333,7 @@ impl AppendWriter {
             None
         };
 
+        let runs = partitions.is_none() && assigner.is_sticky();
         let (encode_tx, encode_rx) = std::sync::mpsc::channel();
         let backlog = Arc::new(backlog::EncodeBacklog::default());
         let (send_tx, send_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -379,6 +384,7 @@ impl AppendWriter {
             arrow_schema,
             partitions,
             deficit: None,
+            runs,
             linger,
         })
     }
@@ -425,6 +431,45 @@ impl AppendWriter {
                 self.settle_deficit().await?;
             }
             RowOutcome::EncoderBusy => self.shared.backlog.wait_until_not_full().await?,
+        }
+        Ok(())
+    }
+
+    /// Appends `rows` in order, as many [`AppendWriter::append`] calls
+    /// would — same batches, buckets, back-pressure and errors — for less
+    /// CPU per row: for a non-partitioned table with the sticky bucket
+    /// assigner (the default for tables without bucket keys) the rows go
+    /// in runs of up to 256, each under one lock and read column by column
+    /// ([`RowBatchBuilder::append_rows`](crate::row::RowBatchBuilder::append_rows));
+    /// other tables (partitioned, hashed or round-robin: a bucket per row)
+    /// take them one at a time. When a row is refused, the rows before it
+    /// are appended and the error names the refused row's index in `rows`.
+    pub async fn append_rows<R: InternalRow>(&mut self, rows: &[R]) -> Result<()> {
+        if !self.runs {
+            for (index, row) in rows.iter().enumerate() {
+                self.append(row).await.map_err(|e| at_row(index, e))?;
+            }
+            return Ok(());
+        }
+        let mut done = 0;
+        while done < rows.len() {
+            if self.deficit.is_some() {
+                self.settle_deficit().await?;
+            }
+            let shared = &*self.shared;
+            let run = shared.lock().append_run(&rows[done..], shared)?;
+            done += run.appended;
+            match run.outcome {
+                RowOutcome::Buffered => {}
+                RowOutcome::Deficit { key, need_bytes } => {
+                    self.deficit = Some((key, need_bytes));
+                    self.settle_deficit().await?;
+                }
+                RowOutcome::EncoderBusy => self.shared.backlog.wait_until_not_full().await?,
+            }
+            if let Some(e) = run.refused {
+                return Err(at_row(done, e));
+            }
         }
         Ok(())
     }
@@ -582,6 +627,17 @@ impl Drop for AppendWriter {
         acc.close();
         drop(acc);
         self.linger.abort();
+    }
+}
+
+/// `error` of the row at `index` of an [`AppendWriter::append_rows`] call:
+/// a refused row's error names it; other errors (an earlier batch's
+/// failure, a closed writer) are about the writer and pass unchanged.
+#[cold]
+fn at_row(index: usize, error: ClientError) -> ClientError {
+    match error {
+        ClientError::Invalid(reason) => ClientError::Invalid(format!("row {index}: {reason}")),
+        other => other,
     }
 }
 

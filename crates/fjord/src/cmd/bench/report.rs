@@ -6,31 +6,42 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-/// CPU time (user + system) of this whole process so far.
-pub fn process_cpu() -> Duration {
+/// What `getrusage(RUSAGE_SELF)` says of this whole process so far: CPU
+/// time (user + system) and minor page faults (first touches of fresh
+/// memory, which cost several µs each on this VM: docs/bench-notes/client.md).
+fn process_usage() -> (Duration, u64) {
     // SAFETY: getrusage only writes into the zeroed struct we pass it.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
     if rc != 0 {
         // Cannot happen with RUSAGE_SELF and a valid pointer; a zero reading
         // would show as an obviously wrong figure rather than a crash.
-        return Duration::ZERO;
+        return (Duration::ZERO, 0);
     }
     let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
-    Duration::from_micros(micros(usage.ru_utime) + micros(usage.ru_stime))
+    let cpu = Duration::from_micros(micros(usage.ru_utime) + micros(usage.ru_stime));
+    (cpu, usage.ru_minflt as u64)
 }
 
-/// Wall clock and process CPU from the start of a timed phase.
+/// CPU time (user + system) of this whole process so far.
+pub fn process_cpu() -> Duration {
+    process_usage().0
+}
+
+/// Wall clock, process CPU and page faults from the start of a timed phase.
 pub struct Stopwatch {
     wall: Instant,
     cpu: Duration,
+    faults: u64,
 }
 
 impl Stopwatch {
     /// Starts timing now.
     pub fn start() -> Self {
+        let (cpu, faults) = process_usage();
         Self {
-            cpu: process_cpu(),
+            cpu,
+            faults,
             wall: Instant::now(),
         }
     }
@@ -38,6 +49,11 @@ impl Stopwatch {
     /// Wall-clock and CPU time since [`Stopwatch::start`].
     pub fn stop(&self) -> (Duration, Duration) {
         (self.wall.elapsed(), process_cpu().saturating_sub(self.cpu))
+    }
+
+    /// Minor page faults of the whole process since [`Stopwatch::start`].
+    pub fn page_faults(&self) -> u64 {
+        process_usage().1.saturating_sub(self.faults)
     }
 }
 

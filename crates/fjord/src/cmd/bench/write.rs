@@ -21,17 +21,25 @@ use super::workload::{day_of, generate, partition_days, Compression, SchemaKind,
 /// What the writer is handed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Input {
-    /// One row at a time through the typed row API.
+    /// One row at a time through the typed row API (`append`).
     Rows,
+    /// Rows handed over in runs of [`ROWS_PER_CALL`] (`append_rows`), as a
+    /// caller with several records at hand (a binlog event's rows, a
+    /// decoded message) would.
+    RowRuns,
     /// Whole Arrow `RecordBatch`es.
     Arrow,
 }
+
+/// Rows per `append_rows` call with `--input row-runs`.
+pub const ROWS_PER_CALL: usize = 256;
 
 impl Input {
     /// The name printed in the JSON line.
     pub fn name(self) -> &'static str {
         match self {
             Input::Rows => "rows",
+            Input::RowRuns => "row_runs",
             Input::Arrow => "arrow",
         }
     }
@@ -100,15 +108,19 @@ pub async fn run(run: &WriteRun) -> anyhow::Result<Report> {
                 // The completion is dropped: `flush` reports the first failure.
                 writer.append_batch(batch.clone()).await?;
             }
-            Input::Rows if with_days => {
-                append_partitioned_rows(&mut writer, batch, first_row, workload.rows, &days).await?
+            Input::Rows | Input::RowRuns if with_days => {
+                let runs = run.input == Input::RowRuns;
+                append_partitioned_rows(&mut writer, batch, first_row, workload.rows, &days, runs)
+                    .await?
             }
             Input::Rows => append_rows(&mut writer, run.schema, batch).await?,
+            Input::RowRuns => append_row_runs(&mut writer, run.schema, batch).await?,
         }
         first_row += batch.num_rows();
     }
     writer.flush().await?;
     let (wall, cpu) = timed.stop();
+    let page_faults = timed.page_faults();
     let stats = writer.stats();
     writer.close().await?;
 
@@ -143,6 +155,8 @@ pub async fn run(run: &WriteRun) -> anyhow::Result<Report> {
             ),
             ("retries", stats.retries as f64),
             ("max_buffered_mb", stats.max_buffered_bytes as f64 / 1e6),
+            // Of the timed phase, whole process.
+            ("page_faults", page_faults as f64),
         ],
     })
 }
@@ -245,16 +259,53 @@ async fn append_rows(
     Ok(())
 }
 
+/// Appends every row of `batch` through `append_rows`, [`ROWS_PER_CALL`]
+/// rows per call, each call's rows built into a reused vector.
+async fn append_row_runs(
+    writer: &mut AppendWriter,
+    schema: SchemaKind,
+    batch: &RecordBatch,
+) -> anyhow::Result<()> {
+    match schema {
+        SchemaKind::UserBehavior => {
+            let columns = UserBehaviorColumns::of(batch)?;
+            let mut run = Vec::with_capacity(ROWS_PER_CALL);
+            for start in (0..batch.num_rows()).step_by(ROWS_PER_CALL) {
+                let end = (start + ROWS_PER_CALL).min(batch.num_rows());
+                run.clear();
+                run.extend((start..end).map(|i| columns.row(i)));
+                writer.append_rows(&run).await?;
+            }
+        }
+        SchemaKind::Long => {
+            let values = batch
+                .column(0)
+                .as_primitive_opt::<Int64Type>()
+                .context("generated batch does not have the workload's column types")?;
+            let mut run = Vec::with_capacity(ROWS_PER_CALL);
+            for chunk in values.values().chunks(ROWS_PER_CALL) {
+                run.clear();
+                run.extend(chunk.iter().map(|&v| [Datum::BigInt(v)]));
+                writer.append_rows(&run).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Appends every row of `batch` (records `first_row..` of `rows`) with its
-/// day as the last column, the partition key.
+/// day as the last column, the partition key; with `runs`, through
+/// `append_rows` ([`ROWS_PER_CALL`] rows per call).
 async fn append_partitioned_rows(
     writer: &mut AppendWriter,
     batch: &RecordBatch,
     first_row: usize,
     rows: usize,
     days: &[String],
+    runs: bool,
 ) -> anyhow::Result<()> {
     let columns = UserBehaviorColumns::of(batch)?;
+    let mut run = Vec::with_capacity(if runs { ROWS_PER_CALL } else { 0 });
     let n = batch.num_rows();
     // Days are contiguous runs far longer than a batch as a rule: a batch
     // whose first and last rows share a day needs no per-row day (a u128
@@ -276,7 +327,16 @@ async fn append_partitioned_rows(
             ts,
             Datum::String(&days[day]),
         ];
-        writer.append(&row).await?;
+        if !runs {
+            writer.append(&row).await?;
+            continue;
+        }
+        run.push(row);
+        if run.len() == ROWS_PER_CALL {
+            writer.append_rows(&run).await?;
+            run.clear();
+        }
     }
+    writer.append_rows(&run).await?;
     Ok(())
 }
