@@ -2,6 +2,8 @@
 # The issue-4 client benchmark: the native writer (`fjord bench write`), the
 # fluss-rs writer (examples/fluss_rs_bench.rs) and the compression floor
 # (`fjord bench compress-floor`) on the same workload against ONE server,
+# the native writer handed rows one at a time (`append`), in runs of 256
+# (`append_rows`) and as Arrow batches,
 # alternating run by run, then medians and the ratios measured in this run.
 #
 #   scripts/bench-client.sh                 # 5 rounds, 5 M user_behavior rows
@@ -85,6 +87,7 @@ for round in $(seq "$ROUNDS"); do
             fluss_rs --rows "$ROWS" --compression "$compression"
             native --rows "$ROWS" --compression "$compression"
         fi
+        native --rows "$ROWS" --compression "$compression" --input row-runs
         native --rows "$ROWS" --compression "$compression" --input arrow
         floor --rows "$ROWS" --compression "$compression"
     done
@@ -115,7 +118,14 @@ for r in runs:
     groups.setdefault(key, []).append(r)
 med = {}
 print(f"{'op':6} {'schema':13} {'comp':5} {'client':13} {'input':16} {'n':>2} "
-      f"{'records/s':>12} {'MB/s':>8} {'cpu ns/rec':>10}  (min..max cpu)")
+      f"{'records/s':>12} {'MB/s':>8} {'cpu ns/rec':>10}  (min..max cpu)  "
+      f"[caller/encoder/runtime ns/rec, page faults]")
+def split(rs):
+    if "caller_cpu_ns_per_record" not in rs[0]:
+        return ""
+    m = lambda f: statistics.median(r[f] for r in rs)
+    return (f"  [{m('caller_cpu_ns_per_record'):.1f}/{m('encoder_cpu_ns_per_record'):.1f}/"
+            f"{m('runtime_cpu_ns_per_record'):.1f}, {m('page_faults'):.0f}]")
 for key in sorted(groups):
     rs = groups[key]
     cpu = [r["client_cpu_ns_per_record"] for r in rs]
@@ -123,7 +133,8 @@ for key in sorted(groups):
     mbs = statistics.median(r["mb_per_s"] for r in rs)
     med[key] = (statistics.median(cpu), rate)
     print(f"{key[0]:6} {key[1]:13} {key[2]:5} {key[3]:13} {key[4]:16} {len(rs):2} "
-          f"{rate:12.0f} {mbs:8.1f} {med[key][0]:10.1f}  ({min(cpu):.1f}..{max(cpu):.1f})")
+          f"{rate:12.0f} {mbs:8.1f} {med[key][0]:10.1f}  ({min(cpu):.1f}..{max(cpu):.1f})"
+          f"{split(rs)}")
 def cpu(*key):
     return med.get(key, (None, None))[0]
 def ratio(name, a, b, target):
@@ -133,15 +144,19 @@ def ratio(name, a, b, target):
 print()
 for comp in ("none", "zstd"):
     f = cpu("write", "user_behavior", comp, "fjord", "rows")
+    fr = cpu("write", "user_behavior", comp, "fjord", "row_runs")
     fa = cpu("write", "user_behavior", comp, "fjord", "arrow")
     rs = cpu("write", "user_behavior", comp, "fluss-rs", "rows")
     fl = cpu("compress-floor", "user_behavior", comp, "compress-only", "arrow")
     ratio(f"{comp}: fjord rows / fluss-rs rows, CPU per record", f, rs,
           "<= 0.333" if comp == "none" else "< 1")
+    ratio(f"{comp}: fjord row runs / fluss-rs rows, CPU per record", fr, rs,
+          "<= 0.333" if comp == "none" else "< 1")
     ratio(f"{comp}: fjord arrow / fluss-rs rows, CPU per record", fa, rs, "-")
     if comp == "zstd":
         ratio("zstd: fjord rows / compression floor, CPU per record", f, fl, "<= 1.25")
-        ratio("zstd: fjord arrow / compression floor, CPU per record", fa, fl, "-")
+        ratio("zstd: fjord row runs / compression floor, CPU per record", fr, fl, "<= 1.25")
+        ratio("zstd: fjord arrow / compression floor, CPU per record", fa, fl, "<= 1.25")
 for comp in ("none", "zstd"):
     ratio(f"{comp}: partitioned / day-column (unpartitioned, same rows), CPU per record",
           cpu("write", "user_behavior", comp, "fjord", "rows/partitioned"),

@@ -57,6 +57,81 @@ impl Stopwatch {
     }
 }
 
+/// Run time of each thread of this process so far, from
+/// `/proc/self/task/*/schedstat` (nanoseconds, Linux): splits a run's CPU
+/// between the caller's thread, the writer's encoder thread and the async
+/// runtime's workers. Empty where `/proc` is not readable.
+pub struct ThreadCpu {
+    /// (thread id, thread name, run time in ns).
+    threads: Vec<(u32, String, u64)>,
+}
+
+/// A run's CPU per record split by thread ([`ThreadCpu::split`]).
+pub struct CpuSplit {
+    /// The thread that started the process (the benchmark's caller).
+    pub caller_ns: u64,
+    /// Threads named `fjord-writer*` (the writer's encoder).
+    pub encoder_ns: u64,
+    /// Threads named `tokio*` (the runtime: sender, connections).
+    pub runtime_ns: u64,
+    /// Any other thread.
+    pub other_ns: u64,
+}
+
+impl ThreadCpu {
+    /// Every thread's run time now.
+    pub fn snapshot() -> Self {
+        let mut threads = Vec::new();
+        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+            return Self { threads };
+        };
+        for task in tasks.flatten() {
+            let Some(tid) = task.file_name().to_str().and_then(|t| t.parse().ok()) else {
+                continue;
+            };
+            let path = task.path();
+            let name = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+            let ns = std::fs::read_to_string(path.join("schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse().ok())
+                .unwrap_or(0);
+            threads.push((tid, name.trim().to_owned(), ns));
+        }
+        Self { threads }
+    }
+
+    /// Run time since `earlier`, per kind of thread (a thread started in
+    /// between counts from zero; one ended in between is lost).
+    pub fn split(&self, earlier: &ThreadCpu) -> CpuSplit {
+        let main = std::process::id();
+        let mut split = CpuSplit {
+            caller_ns: 0,
+            encoder_ns: 0,
+            runtime_ns: 0,
+            other_ns: 0,
+        };
+        for (tid, name, ns) in &self.threads {
+            let before = earlier
+                .threads
+                .iter()
+                .find(|(t, _, _)| t == tid)
+                .map_or(0, |(_, _, ns)| *ns);
+            let used = ns.saturating_sub(before);
+            let bucket = if *tid == main {
+                &mut split.caller_ns
+            } else if name.starts_with("fjord-writer") {
+                &mut split.encoder_ns
+            } else if name.starts_with("tokio") {
+                &mut split.runtime_ns
+            } else {
+                &mut split.other_ns
+            };
+            *bucket += used;
+        }
+        split
+    }
+}
+
 /// One benchmark result, printed as one JSON line on stdout.
 pub struct Report {
     /// `write`, `scan` or `compress-floor`.
@@ -167,5 +242,35 @@ mod tests {
         }
         std::hint::black_box(x);
         assert!(process_cpu() > before);
+    }
+
+    #[test]
+    fn thread_cpu_counts_a_writer_threads_run_time_as_the_encoders() {
+        let before = ThreadCpu::snapshot();
+        let (ran, ran_rx) = std::sync::mpsc::channel();
+        let (release, release_rx) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::Builder::new()
+            .name("fjord-writer-test".into())
+            .spawn(move || {
+                // Spins until this thread itself has run 5 ms, then waits
+                // (a thread that ended would no longer be in /proc).
+                let own = || {
+                    std::fs::read_to_string("/proc/thread-self/schedstat")
+                        .ok()
+                        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+                        .unwrap_or(u64::MAX)
+                };
+                while own() < 5_000_000 {
+                    std::hint::black_box(0u64);
+                }
+                ran.send(()).unwrap();
+                let _ = release_rx.recv();
+            })
+            .unwrap();
+        ran_rx.recv().unwrap();
+        let split = ThreadCpu::snapshot().split(&before);
+        release.send(()).unwrap();
+        worker.join().unwrap();
+        assert!(split.encoder_ns >= 5_000_000, "{}", split.encoder_ns);
     }
 }

@@ -14,7 +14,7 @@ use arrow_array::RecordBatch;
 use fjord_client::row::{Datum, Timestamp};
 use fjord_client::{AppendWriter, WriterConfig};
 
-use super::report::{Report, Stopwatch};
+use super::report::{Report, Stopwatch, ThreadCpu};
 use super::table::BenchTable;
 use super::workload::{day_of, generate, partition_days, Compression, SchemaKind, PARTITION_DAYS};
 
@@ -100,6 +100,7 @@ pub async fn run(run: &WriteRun) -> anyhow::Result<Report> {
 
     let mut writer = table.client.append_writer(&table.info.path, config).await?;
     let days = partition_days();
+    let threads = ThreadCpu::snapshot();
     let timed = Stopwatch::start();
     let mut first_row = 0;
     for batch in &workload.batches {
@@ -121,6 +122,8 @@ pub async fn run(run: &WriteRun) -> anyhow::Result<Report> {
     writer.flush().await?;
     let (wall, cpu) = timed.stop();
     let page_faults = timed.page_faults();
+    let split = ThreadCpu::snapshot().split(&threads);
+    let per_record = |ns: u64| ns as f64 / workload.rows.max(1) as f64;
     let stats = writer.stats();
     writer.close().await?;
 
@@ -157,6 +160,13 @@ pub async fn run(run: &WriteRun) -> anyhow::Result<Report> {
             ("max_buffered_mb", stats.max_buffered_bytes as f64 / 1e6),
             // Of the timed phase, whole process.
             ("page_faults", page_faults as f64),
+            // The same CPU by thread (/proc schedstat): the caller's thread
+            // (rows into batches), the encoder (compression), the runtime
+            // (sending).
+            ("caller_cpu_ns_per_record", per_record(split.caller_ns)),
+            ("encoder_cpu_ns_per_record", per_record(split.encoder_ns)),
+            ("runtime_cpu_ns_per_record", per_record(split.runtime_ns)),
+            ("other_cpu_ns_per_record", per_record(split.other_ns)),
         ],
     })
 }
