@@ -324,12 +324,7 @@ impl Accumulator {
     ) -> Result<RowOutcome> {
         let bucket = self.assigner.assign(row)?;
         let key = (partition, bucket);
-        let batch_size = self.batch_size_bytes;
-        let slot = self.slot(key)?;
-        let was_empty = slot.builder.is_empty();
-        if was_empty {
-            open_batch(slot, batch_size, shared)?;
-        }
+        let (slot, was_empty) = self.opened_slot(key, shared)?;
         slot.builder.append(row)?;
         self.appended(key, was_empty, shared)
     }
@@ -356,12 +351,7 @@ impl Accumulator {
         };
         let bucket = self.assigner.assign(first)?;
         let key = (None, bucket);
-        let batch_size = self.batch_size_bytes;
-        let slot = self.slot(key)?;
-        let was_empty = slot.builder.is_empty();
-        if was_empty {
-            open_batch(slot, batch_size, shared)?;
-        }
+        let (slot, was_empty) = self.opened_slot(key, shared)?;
         let room = slot
             .seal_at_bytes
             .saturating_sub(slot.builder.estimated_bytes());
@@ -385,6 +375,19 @@ impl Accumulator {
             outcome,
             refused,
         })
+    }
+
+    /// `key`'s slot with its batch open (opened now if it was empty), and
+    /// whether it was empty.
+    #[inline(always)]
+    fn opened_slot(&mut self, key: BucketKey, shared: &Shared) -> Result<(&mut Slot, bool)> {
+        let batch_size = self.batch_size_bytes;
+        let slot = self.slot(key)?;
+        let was_empty = slot.builder.is_empty();
+        if was_empty {
+            open_batch(slot, batch_size, shared)?;
+        }
+        Ok((slot, was_empty))
     }
 
     /// After rows went into `key`'s batch: reserves the memory they use

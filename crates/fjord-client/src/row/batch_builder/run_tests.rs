@@ -3,51 +3,23 @@
 //! leaves nothing behind.
 
 use arrow_array::cast::AsArray;
-use fjord_format::arrow_schema::to_arrow_schema;
-use fjord_format::schema::Schema;
 use fjord_format::types::DataType;
 
+use super::tests::{all_types, builder};
 use super::*;
-
-fn builder(columns: &[(&str, DataType)]) -> RowBatchBuilder {
-    let mut schema = Schema::builder();
-    for (name, data_type) in columns {
-        schema = schema.column(*name, data_type.clone());
-    }
-    RowBatchBuilder::new(to_arrow_schema(&schema.build().unwrap())).unwrap()
-}
-
-/// Every scalar type, the fast kinds and the value-by-value ones.
-fn all_types() -> Vec<(&'static str, DataType)> {
-    vec![
-        ("b", DataType::boolean()),
-        ("i8", DataType::tinyint()),
-        ("i16", DataType::smallint()),
-        ("i32", DataType::int()),
-        ("i64", DataType::bigint()),
-        ("f32", DataType::float()),
-        ("f64", DataType::double()),
-        ("s", DataType::string()),
-        ("bytes", DataType::bytes()),
-        ("bin", DataType::binary(3).unwrap()),
-        ("dec", DataType::decimal(10, 2).unwrap()),
-        ("date", DataType::date()),
-        ("t3", DataType::time(3).unwrap()),
-        ("ts3", DataType::timestamp(3).unwrap()),
-        ("ts6", DataType::timestamp(6).unwrap()),
-        ("ltz3", DataType::timestamp_ltz(3).unwrap()),
-        ("ltz9", DataType::timestamp_ltz(9).unwrap()),
-    ]
-}
 
 const TEXT: &str = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJ";
 
-/// Row `k` of a varied table: values change with `k`, strings of every
-/// length from 0 to 40 bytes, and column `c` is NULL when `k % 7 == c % 7`.
+/// Row `k` of [`all_types`]' table: values change with `k`, strings of
+/// every length from 0 to 40 bytes, and column `c` is NULL when
+/// `k % 7 == c % 7`. Columns the run path takes value by value (BOOLEAN,
+/// CHAR, BINARY(n), DECIMAL, TIME, coarser or finer timestamps) are here
+/// as well as the fast ones.
 fn row(k: usize) -> Vec<Datum<'static>> {
     let n = k as i64;
     let ts = Timestamp::new(1_700_000_000_000 + n, (k as i32 * 7919) % 1_000_000).unwrap();
     let len = k % 41;
+    let time = Datum::Time((k as i32 * 1_001) % 86_400_000);
     let values = vec![
         Datum::Boolean(k.is_multiple_of(3)),
         Datum::TinyInt(k as i8),
@@ -56,17 +28,24 @@ fn row(k: usize) -> Vec<Datum<'static>> {
         Datum::BigInt(n * 1_000_003),
         Datum::Float(k as f32 / 4.0),
         Datum::Double(-(k as f64) / 8.0),
+        Datum::String(&TEXT[k % 10..k % 10 + 2]),
         Datum::String(&TEXT[..len]),
         Datum::Binary(&TEXT.as_bytes()[TEXT.len() - len..]),
         Datum::Binary(&TEXT.as_bytes()[k % 10..k % 10 + 3]),
         Datum::Decimal(i128::from(n * 101 - 5_000)),
         Datum::Date(19_000 + k as i32),
-        Datum::Time((k as i32 * 1_001) % 86_400_000),
+        time,
+        time,
+        time,
+        time,
+        Datum::Timestamp(ts),
+        Datum::Timestamp(ts),
         Datum::Timestamp(ts),
         Datum::Timestamp(ts),
         Datum::TimestampLtz(ts),
         Datum::TimestampLtz(ts),
     ];
+    assert_eq!(values.len(), all_types().len());
     values
         .into_iter()
         .enumerate()

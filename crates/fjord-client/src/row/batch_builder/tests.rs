@@ -10,7 +10,7 @@ use fjord_format::types::DataType;
 use super::*;
 use crate::row::GenericRow;
 
-fn builder(columns: &[(&str, DataType)]) -> RowBatchBuilder {
+pub(super) fn builder(columns: &[(&str, DataType)]) -> RowBatchBuilder {
     let mut schema = Schema::builder();
     for (name, data_type) in columns {
         schema = schema.column(*name, data_type.clone());
@@ -26,7 +26,7 @@ fn error_of(builder: &mut RowBatchBuilder, row: &[Datum<'_>]) -> String {
     builder.append(row).unwrap_err().to_string()
 }
 
-fn all_types() -> Vec<(&'static str, DataType)> {
+pub(super) fn all_types() -> Vec<(&'static str, DataType)> {
     vec![
         ("b", DataType::boolean()),
         ("i8", DataType::tinyint()),

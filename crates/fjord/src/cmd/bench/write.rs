@@ -243,6 +243,15 @@ fn with_day_column(
     Ok(out)
 }
 
+/// The `long` workload's one column of a generated batch.
+fn long_values(batch: &RecordBatch) -> anyhow::Result<&[i64]> {
+    Ok(batch
+        .column(0)
+        .as_primitive_opt::<Int64Type>()
+        .context("generated batch does not have the workload's column types")?
+        .values())
+}
+
 /// Appends every row of `batch` through the row API.
 async fn append_rows(
     writer: &mut AppendWriter,
@@ -257,11 +266,7 @@ async fn append_rows(
             }
         }
         SchemaKind::Long => {
-            let values = batch
-                .column(0)
-                .as_primitive_opt::<Int64Type>()
-                .context("generated batch does not have the workload's column types")?;
-            for &v in values.values().iter() {
+            for &v in long_values(batch)? {
                 writer.append(&[Datum::BigInt(v)]).await?;
             }
         }
@@ -288,12 +293,8 @@ async fn append_row_runs(
             }
         }
         SchemaKind::Long => {
-            let values = batch
-                .column(0)
-                .as_primitive_opt::<Int64Type>()
-                .context("generated batch does not have the workload's column types")?;
             let mut run = Vec::with_capacity(ROWS_PER_CALL);
-            for chunk in values.values().chunks(ROWS_PER_CALL) {
+            for chunk in long_values(batch)?.chunks(ROWS_PER_CALL) {
                 run.clear();
                 run.extend(chunk.iter().map(|&v| [Datum::BigInt(v)]));
                 writer.append_rows(&run).await?;
