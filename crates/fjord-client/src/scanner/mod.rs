@@ -281,8 +281,9 @@ impl LogScanner {
     /// Refreshes leaders through `client` after leadership errors (cached
     /// routes shared with the client's writers), for the table and for every
     /// subscribed partition. Without a client the scanner asks the table's
-    /// first leader for the table's route and cannot refresh partition
-    /// routes: their buckets are retried on the old route, up to the bound.
+    /// leaders for the table's route, each distinct one in bucket order until
+    /// one answers, and cannot refresh partition routes: their buckets are
+    /// retried on the old route, up to the bound.
     pub fn with_client(mut self, client: FlussClient) -> Self {
         self.client = Some(client);
         self
@@ -744,11 +745,7 @@ impl LogScanner {
                 }
             }
             (None, Some(route)) => {
-                // Any server answers MetaData. A new connection to the first
-                // bucket's leader, as the old one may be what died; refreshes
-                // are rare (after errors only), so the connect cost is moot.
-                let bootstrap = ServerConnection::connect(route.leader(0).addr()).await?;
-                self.route = Some(TableRoute::resolve(&bootstrap, &self.table).await?);
+                self.route = Some(route_from_any_leader(&self.table, route).await?);
             }
             (None, None) => {}
         }
@@ -756,6 +753,48 @@ impl LogScanner {
         self.stale_partitions.clear();
         Ok(())
     }
+}
+
+/// The route of `table` asked of the leaders in `route`, one distinct
+/// address at a time in bucket order, until one answers MetaData (any server
+/// of the cluster does). Each is reached on a new connection, as the old one
+/// may be what died, and the leader the refresh follows is often dead too:
+/// asking only one would fail while the others are alive. Fails only when
+/// every leader failed, naming how many were tried and the last error.
+/// Runs after errors only, so its connects and its list of the addresses
+/// tried cost nothing on the fetch path.
+async fn route_from_any_leader(table: &TableInfo, route: &TableRoute) -> Result<TableRoute> {
+    let mut tried: Vec<&str> = Vec::new();
+    let mut last_error = None;
+    for bucket in 0..route.bucket_count() {
+        let addr = route.leader(bucket).addr();
+        if tried.contains(&addr) {
+            continue;
+        }
+        tried.push(addr);
+        let answer = match ServerConnection::connect(addr).await {
+            Ok(connection) => TableRoute::resolve(&connection, table).await,
+            Err(error) => Err(error),
+        };
+        match answer {
+            Ok(fresh) => return Ok(fresh),
+            Err(error) => {
+                tracing::warn!(%addr, table = %table.path, %error, "leader did not answer MetaData; trying the next");
+                last_error = Some(error);
+            }
+        }
+    }
+    Err(ClientError::Invalid(match last_error {
+        Some(error) => format!(
+            "refreshing the leaders of {}: none of the {} distinct leaders tried answered MetaData; the last error: {error}",
+            table.path,
+            tried.len()
+        ),
+        None => format!(
+            "refreshing the leaders of {}: its route has no leader to ask",
+            table.path
+        ),
+    }))
 }
 
 /// What one bucket of a response led to.

@@ -1,8 +1,10 @@
 //! The scanner's per-bucket error policy against a scripted fake server:
-//! each FetchLog is answered with the next scripted response, MetaData and
-//! ListOffsets with fixed answers, so every error path is reached on purpose.
+//! each FetchLog is answered with the next scripted response, MetaData with
+//! the scripted leaders, ListOffsets with a fixed answer, so every error path
+//! is reached on purpose; a server can be stopped to play a dead leader.
 
 use std::collections::VecDeque;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -17,6 +19,7 @@ use fjord_proto::{encode_success_response, FrameDecoder, DEFAULT_MAX_FRAME_BYTES
 use prost::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
 
 use super::*;
 use crate::admin::TablePath;
@@ -38,12 +41,17 @@ fn table() -> TableInfo {
 /// `db.t` with `schema`, partitioned by `partition_keys` (none: a plain
 /// table), with [`BUCKETS`] buckets.
 fn table_with(schema: Schema, partition_keys: &[&str]) -> TableInfo {
+    table_with_buckets(schema, partition_keys, BUCKETS)
+}
+
+/// Like [`table_with`], with `buckets` buckets.
+fn table_with_buckets(schema: Schema, partition_keys: &[&str], buckets: i32) -> TableInfo {
     let descriptor = TableDescriptor::new(
         schema,
         None,
         partition_keys.iter().map(|k| (*k).to_owned()).collect(),
         Some(TableDistribution {
-            bucket_count: Some(BUCKETS),
+            bucket_count: Some(buckets),
             bucket_keys: Vec::new(),
         }),
         Default::default(),
@@ -106,14 +114,21 @@ fn fetch_response(buckets: Vec<pb::PbFetchLogRespForBucket>) -> pb::FetchLogResp
 }
 
 /// A fake server: answers FetchLog from a script (empty responses once it
-/// runs out), MetaData with itself as every bucket's leader, ListOffsets
-/// with [`LOG_START`].
+/// runs out), MetaData with the scripted leaders (itself for each of
+/// [`BUCKETS`] buckets until [`FakeServer::lead`]), ListOffsets with
+/// [`LOG_START`].
 struct FakeServer {
     addr: String,
     fetches: Arc<Mutex<VecDeque<pb::FetchLogResponse>>>,
     metadata_requests: Arc<AtomicUsize>,
     /// The partition ids MetaData requests asked for, in order.
     partitions_asked: Arc<Mutex<Vec<i64>>>,
+    /// The leader of each bucket MetaData names, by bucket (for the table
+    /// and for every partition).
+    leaders: Arc<Mutex<Vec<SocketAddr>>>,
+    /// The accept loop, which owns the connections' tasks: stopping it
+    /// closes the listener and every connection.
+    accept: JoinHandle<()>,
 }
 
 impl FakeServer {
@@ -123,17 +138,20 @@ impl FakeServer {
         let fetches = Arc::new(Mutex::new(VecDeque::from(script)));
         let metadata_requests = Arc::new(AtomicUsize::new(0));
         let partitions_asked = Arc::new(Mutex::new(Vec::new()));
-        let (f, m, p) = (
+        let leaders = Arc::new(Mutex::new(vec![addr; BUCKETS as usize]));
+        let (f, m, p, l) = (
             fetches.clone(),
             metadata_requests.clone(),
             partitions_asked.clone(),
+            leaders.clone(),
         );
-        tokio::spawn(async move {
+        let accept = tokio::spawn(async move {
+            let mut connections = tokio::task::JoinSet::new();
             loop {
                 let Ok((socket, _)) = listener.accept().await else {
                     return;
                 };
-                tokio::spawn(serve(socket, addr, f.clone(), m.clone(), p.clone()));
+                connections.spawn(serve(socket, f.clone(), m.clone(), p.clone(), l.clone()));
             }
         });
         Self {
@@ -141,7 +159,26 @@ impl FakeServer {
             fetches,
             metadata_requests,
             partitions_asked,
+            leaders,
+            accept,
         }
+    }
+
+    fn socket_addr(&self) -> SocketAddr {
+        self.addr.parse().unwrap()
+    }
+
+    /// From now on MetaData names `leaders[b]` the leader of bucket `b`.
+    fn lead(&self, leaders: &[SocketAddr]) {
+        *self.leaders.lock().unwrap() = leaders.to_vec();
+    }
+
+    /// Plays a dead server: the listener and every connection are gone when
+    /// this returns (dropping the accept loop drops the connections' tasks,
+    /// which are never polled again).
+    async fn stop(self) {
+        self.accept.abort();
+        assert!(self.accept.await.unwrap_err().is_cancelled());
     }
 
     async fn scanner(&self, config: ScannerConfig) -> LogScanner {
@@ -157,10 +194,10 @@ impl FakeServer {
 
 async fn serve(
     mut socket: tokio::net::TcpStream,
-    addr: std::net::SocketAddr,
     fetches: Arc<Mutex<VecDeque<pb::FetchLogResponse>>>,
     metadata_requests: Arc<AtomicUsize>,
     partitions_asked: Arc<Mutex<Vec<i64>>>,
+    leaders: Arc<Mutex<Vec<SocketAddr>>>,
 ) {
     let decoder = FrameDecoder::new(DEFAULT_MAX_FRAME_BYTES);
     let mut buf = BytesMut::new();
@@ -176,11 +213,27 @@ async fn serve(
                     .lock()
                     .unwrap()
                     .extend(&request.partitions_id);
+                // Node ids: each distinct leader's place in `nodes`.
+                let mut nodes: Vec<SocketAddr> = Vec::new();
+                let leader_ids: Vec<i32> = leaders
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .map(|addr| match nodes.iter().position(|n| n == addr) {
+                        Some(id) => id as i32,
+                        None => {
+                            nodes.push(*addr);
+                            nodes.len() as i32 - 1
+                        }
+                    })
+                    .collect();
                 let leaders = || {
-                    (0..BUCKETS)
-                        .map(|b| pb::PbBucketMetadata {
-                            bucket_id: b,
-                            leader_id: Some(0),
+                    leader_ids
+                        .iter()
+                        .enumerate()
+                        .map(|(b, &id)| pb::PbBucketMetadata {
+                            bucket_id: b as i32,
+                            leader_id: Some(id),
                             ..Default::default()
                         })
                         .collect::<Vec<_>>()
@@ -196,21 +249,19 @@ async fn serve(
                             ..Default::default()
                         })
                         .collect(),
-                    tablet_servers: vec![pb::PbServerNode {
-                        node_id: 0,
-                        host: addr.ip().to_string(),
-                        port: i32::from(addr.port()),
-                        ..Default::default()
-                    }],
+                    tablet_servers: nodes
+                        .iter()
+                        .enumerate()
+                        .map(|(id, node)| pb::PbServerNode {
+                            node_id: id as i32,
+                            host: node.ip().to_string(),
+                            port: i32::from(node.port()),
+                            ..Default::default()
+                        })
+                        .collect(),
                     table_metadata: vec![pb::PbTableMetadata {
                         table_id: TABLE_ID,
-                        bucket_metadata: (0..BUCKETS)
-                            .map(|b| pb::PbBucketMetadata {
-                                bucket_id: b,
-                                leader_id: Some(0),
-                                ..Default::default()
-                            })
-                            .collect(),
+                        bucket_metadata: leaders(),
                         ..Default::default()
                     }],
                     ..Default::default()
@@ -563,4 +614,94 @@ async fn with_a_client_the_leaders_are_refreshed_through_it() {
     server.script(fetch_response(vec![ok_bucket(0, Some(records(0, 1)))]));
     assert_eq!(ids(&scanner.poll().await.unwrap()), vec![0]);
     assert_eq!(server.metadata_requests.load(Ordering::SeqCst), before + 1);
+}
+
+/// Buckets of the two-server cluster of [`split_cluster`].
+const SPLIT_BUCKETS: i32 = 4;
+
+/// Two fake servers, A leading buckets 0 and 1 and B buckets 2 and 3 (as
+/// both say), and a scanner without a client subscribed to every bucket
+/// from offset 0, its route given by A.
+async fn split_cluster() -> (FakeServer, FakeServer, LogScanner) {
+    let (a, b) = (
+        FakeServer::start(Vec::new()).await,
+        FakeServer::start(Vec::new()).await,
+    );
+    let split = [
+        a.socket_addr(),
+        a.socket_addr(),
+        b.socket_addr(),
+        b.socket_addr(),
+    ];
+    a.lead(&split);
+    b.lead(&split);
+    let table = table_with_buckets(table().descriptor.schema().clone(), &[], SPLIT_BUCKETS);
+    let connection = ServerConnection::connect(&a.addr).await.unwrap();
+    let route = TableRoute::resolve(&connection, &table).await.unwrap();
+    assert_eq!(route.leader(0).addr(), a.addr);
+    assert_eq!(route.leader(3).addr(), b.addr);
+    let mut scanner = LogScanner::new(table, route, ScannerConfig::default()).unwrap();
+    for bucket in 0..SPLIT_BUCKETS {
+        scanner.subscribe(bucket, 0).unwrap();
+    }
+    (a, b, scanner)
+}
+
+fn buckets_read(batches: &[ScanBatch]) -> Vec<i32> {
+    let mut buckets: Vec<i32> = batches.iter().map(|b| b.bucket).collect();
+    buckets.sort_unstable();
+    buckets
+}
+
+#[tokio::test]
+async fn without_a_client_a_dead_first_leader_does_not_stop_the_refresh_through_another_leader() {
+    let (a, b, mut scanner) = split_cluster().await;
+    // A dies; B takes over every bucket.
+    a.stop().await;
+    b.lead(&[b.socket_addr(); SPLIT_BUCKETS as usize]);
+    b.script(fetch_response(vec![
+        ok_bucket(2, Some(records(0, 2))),
+        ok_bucket(3, Some(records(0, 2))),
+    ]));
+    let first = scanner.poll().await.unwrap();
+    assert_eq!(
+        buckets_read(&first),
+        vec![2, 3],
+        "A's buckets lost their connection"
+    );
+
+    b.script(fetch_response(vec![
+        ok_bucket(0, Some(records(0, 3))),
+        ok_bucket(1, Some(records(0, 3))),
+    ]));
+    let second = scanner
+        .poll()
+        .await
+        .expect("bucket 0's leader is dead, B answers MetaData");
+    assert_eq!(buckets_read(&second), vec![0, 1], "A's buckets, now from B");
+    assert_eq!(
+        scanner.positions(),
+        BTreeMap::from([(0, 3), (1, 3), (2, 2), (3, 2)])
+    );
+}
+
+#[tokio::test]
+async fn without_a_client_the_refresh_fails_only_when_every_leader_is_gone() {
+    let (a, b, mut scanner) = split_cluster().await;
+    a.stop().await;
+    b.stop().await;
+    assert!(
+        scanner.poll().await.unwrap().is_empty(),
+        "both connections lost"
+    );
+    let error = scanner.poll().await.unwrap_err().to_string();
+    assert!(
+        error.contains("none of the 2 distinct leaders tried answered MetaData"),
+        "{error}"
+    );
+    assert_eq!(
+        scanner.positions(),
+        BTreeMap::from([(0, 0), (1, 0), (2, 0), (3, 0)]),
+        "a failed poll moves nothing"
+    );
 }
