@@ -23,6 +23,20 @@ pub enum ClientError {
         /// The API whose response was lost.
         api: &'static str,
     },
+    /// None of several servers answered (e.g. every leader of a table asked
+    /// for fresh leaders). Retriable: the servers may come back.
+    #[error("{what}: none of the {tried} {servers} tried answered; the last error: {last}")]
+    Unreachable {
+        /// What was being done.
+        what: String,
+        /// How many servers were tried.
+        tried: usize,
+        /// What the servers were (e.g. "distinct leaders").
+        servers: &'static str,
+        /// The last server's error.
+        #[source]
+        last: Box<ClientError>,
+    },
     /// The server answered with a Fluss error.
     #[error("{api} failed: {} ({}): {}", .error.code().name(), .error.code().code(), .error.message())]
     Server {
@@ -75,7 +89,9 @@ impl ClientError {
     /// and replica pressure, timeouts).
     pub fn is_retriable(&self) -> bool {
         match self {
-            ClientError::Io { .. } | ClientError::ConnectionClosed { .. } => true,
+            ClientError::Io { .. }
+            | ClientError::ConnectionClosed { .. }
+            | ClientError::Unreachable { .. } => true,
             ClientError::Server { error, .. } => is_retriable_code(error.code()),
             _ => false,
         }
@@ -85,7 +101,9 @@ impl ClientError {
     /// connections) is stale and metadata must be refreshed before a retry.
     pub fn needs_metadata_refresh(&self) -> bool {
         match self {
-            ClientError::Io { .. } | ClientError::ConnectionClosed { .. } => true,
+            ClientError::Io { .. }
+            | ClientError::ConnectionClosed { .. }
+            | ClientError::Unreachable { .. } => true,
             ClientError::Server { error, .. } => needs_refresh_code(error.code()),
             _ => false,
         }
@@ -103,6 +121,17 @@ impl ClientError {
             ClientError::ConnectionClosed { addr, api } => ClientError::ConnectionClosed {
                 addr: addr.clone(),
                 api,
+            },
+            ClientError::Unreachable {
+                what,
+                tried,
+                servers,
+                last,
+            } => ClientError::Unreachable {
+                what: what.clone(),
+                tried: *tried,
+                servers,
+                last: Box::new(last.duplicate()),
             },
             ClientError::Server { api, error } => ClientError::Server {
                 api,

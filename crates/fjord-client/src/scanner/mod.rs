@@ -784,17 +784,18 @@ async fn route_from_any_leader(table: &TableInfo, route: &TableRoute) -> Result<
             }
         }
     }
-    Err(ClientError::Invalid(match last_error {
-        Some(error) => format!(
-            "refreshing the leaders of {}: none of the {} distinct leaders tried answered MetaData; the last error: {error}",
-            table.path,
-            tried.len()
-        ),
-        None => format!(
+    Err(match last_error {
+        Some(last) => ClientError::Unreachable {
+            what: format!("refreshing the leaders of {} (MetaData)", table.path),
+            tried: tried.len(),
+            servers: "distinct leaders",
+            last: Box::new(last),
+        },
+        None => ClientError::Invalid(format!(
             "refreshing the leaders of {}: its route has no leader to ask",
             table.path
-        ),
-    }))
+        )),
+    })
 }
 
 /// What one bucket of a response led to.
