@@ -6,6 +6,9 @@
 //! nothing at their seams; partitioned and hash-bucketed tables get the
 //! rows in the same partitions and buckets as `append` puts them; and a
 //! slice far larger than the buffer memory waits for acknowledgements.
+//! Ignored until fixed: rows much larger than the ones before them are
+//! taken in a slice as `append` takes them (batches sealed at the batch
+//! size, no memory error).
 
 mod support;
 
@@ -154,6 +157,36 @@ async fn flush(writer: &mut AppendWriter) -> WriterStats {
         .expect("flush in time")
         .expect("flush");
     writer.stats()
+}
+
+/// Checks that batches were sealed near `batch_bytes` (`client.writer.batch-size`):
+/// their mean encoded size is at most twice it, so no batch kept growing
+/// past its seal threshold (e.g. while in debt to the buffer memory).
+fn assert_batches_near_size(stats: &WriterStats, batch_bytes: u64) {
+    assert!(
+        stats.batches > 0 && stats.bytes / stats.batches <= 2 * batch_bytes,
+        "mean batch of {} bytes for a batch size of {batch_bytes}: {stats:?}",
+        stats.bytes / stats.batches.max(1)
+    );
+}
+
+/// Checks that both maps hold the same ids under the same keys; on a
+/// difference, names the first key whose ids differ and how many ids each
+/// side has there.
+fn assert_same_placement<K: Ord + std::fmt::Debug>(
+    by_rows: &BTreeMap<K, Vec<i64>>,
+    by_append: &BTreeMap<K, Vec<i64>>,
+) {
+    let keys: std::collections::BTreeSet<&K> = by_rows.keys().chain(by_append.keys()).collect();
+    for key in keys {
+        let (r, a) = (by_rows.get(key), by_append.get(key));
+        assert!(
+            r == a,
+            "{key:?}: append_rows stored {} rows there, append {}",
+            r.map_or(0, Vec::len),
+            a.map_or(0, Vec::len)
+        );
+    }
 }
 
 /// Appends `rows` with `append_rows` in slices of the [`SLICES`] lengths.
@@ -335,6 +368,7 @@ async fn batches_sealed_inside_one_call_lose_and_duplicate_no_row_at_their_seams
         stats.batches > 2 * BUCKETS as u64,
         "batches sealed inside the call: {stats:?}"
     );
+    assert_batches_near_size(&stats, 16 * 1024);
     let expected: Vec<Stored> = all.iter().map(|r| stored_of(r)).collect();
     assert_stored(
         read_all_by_bucket(&client, &table, ROWS as usize).await,
@@ -466,7 +500,7 @@ async fn partitioned_and_hashed_tables_get_the_rows_where_append_puts_them() {
         from_one.values().map(Vec::len).sum::<usize>(),
         ROWS as usize
     );
-    assert_eq!(from_rows, from_one);
+    assert_same_placement(&from_rows, &from_one);
 
     // Partitioned (created on the first row of each day), hashed within.
     let rows_table = create_partitioned_hashed_table(&client, "partitioned_by_rows").await;
@@ -500,7 +534,7 @@ async fn partitioned_and_hashed_tables_get_the_rows_where_append_puts_them() {
     let from_rows = ids_by_partition_and_bucket(&client, &rows_table, ROWS as usize).await;
     let from_one = ids_by_partition_and_bucket(&client, &one_table, ROWS as usize).await;
     assert_eq!(from_one.len(), 6, "every bucket of every day holds rows");
-    assert_eq!(from_rows, from_one);
+    assert_same_placement(&from_rows, &from_one);
     server.stop().await;
 }
 
@@ -544,6 +578,9 @@ async fn a_slice_larger_than_the_buffer_memory_waits_for_acknowledgements() {
         stats.buffered_bytes, 0,
         "every reservation released: {stats:?}"
     );
+    // Under back-pressure a batch in debt waits; it does not keep taking
+    // rows past its seal threshold.
+    assert_batches_near_size(&stats, 16 * 1024);
     let mut ids: Vec<i64> = read_all_by_bucket(&client, &table, ROWS as usize)
         .await
         .into_iter()
@@ -551,5 +588,59 @@ async fn a_slice_larger_than_the_buffer_memory_waits_for_acknowledgements() {
         .collect();
     ids.sort_unstable();
     assert_eq!(ids, (0..ROWS).collect::<Vec<_>>(), "every row stored once");
+    server.stop().await;
+}
+
+/// Observed (3fdfd4f): `append_rows(&big)` fails with "2097003 bytes of
+/// rows cannot be buffered: client.writer.buffer.memory-size is 1048576
+/// bytes" (no row index), and every later `append` and `flush` fails with
+/// the same error, so rows accepted before (in the open batch) are never
+/// sent. With a 64 MiB memory the call succeeds but seals one 2 MiB batch
+/// for a 16 KiB batch size. Expected, as `append` does with the same rows:
+/// about 130 batches of ~16 KiB and every row stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "bug: a run's length is chosen from the earlier rows' mean size \
+            (accumulator.rs append_run: fit = room / row_bytes_hint + 1), so 256 \
+            rows of 8 KiB after small ones go into one 2 MiB batch; its memory \
+            deficit exceeds buffer.memory-size, append_rows fails and the writer \
+            stays failed (settle_deficit keeps the deficit); append takes them"]
+async fn rows_far_larger_than_the_ones_before_are_taken_as_append_takes_them() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    let path = TablePath::new("append_rows", "growing_rows");
+    let table = create_log_table(&client, &path, support::id_text_schema(), 1, "NONE").await;
+    let mut w = writer(
+        &client,
+        &path,
+        &[
+            ("client.writer.buffer.memory-size", "1mb"),
+            ("client.writer.batch-size", "16kb"),
+        ],
+    )
+    .await;
+    // Small rows first: the writer learns rows of some 20 bytes.
+    let small: Vec<[Datum<'_>; 2]> = (0..1_000)
+        .map(|id| [Datum::BigInt(id), Datum::String("small")])
+        .collect();
+    w.append_rows(&small).await.expect("small rows");
+    // Then 256 rows of 8 KiB each (2 MiB, twice the buffer memory): row
+    // by row, `append` seals a batch every two of them.
+    let big_text = "z".repeat(8 * 1024);
+    let big: Vec<[Datum<'_>; 2]> = (1_000..1_256)
+        .map(|id| [Datum::BigInt(id), Datum::String(&big_text)])
+        .collect();
+    tokio::time::timeout(STEP, w.append_rows(&big))
+        .await
+        .expect("append_rows in time")
+        .expect("rows that append takes one by one are taken in a slice too");
+    let stats = flush(&mut w).await;
+    assert_batches_near_size(&stats, 16 * 1024);
+    let mut ids: Vec<i64> = read_all_by_bucket(&client, &table, 1_256)
+        .await
+        .into_iter()
+        .flat_map(|(_, b)| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..1_256).collect::<Vec<_>>());
     server.stop().await;
 }
