@@ -591,19 +591,12 @@ async fn a_slice_larger_than_the_buffer_memory_waits_for_acknowledgements() {
     server.stop().await;
 }
 
-/// Observed (3fdfd4f): `append_rows(&big)` fails with "2097003 bytes of
-/// rows cannot be buffered: client.writer.buffer.memory-size is 1048576
-/// bytes" (no row index), and every later `append` and `flush` fails with
-/// the same error, so rows accepted before (in the open batch) are never
-/// sent. With a 64 MiB memory the call succeeds but seals one 2 MiB batch
-/// for a 16 KiB batch size. Expected, as `append` does with the same rows:
-/// about 130 batches of ~16 KiB and every row stored.
+/// Rows far larger than the ones before them: the run ends where a
+/// row-by-row writer would seal the batch, from the rows' own sizes (before
+/// the fix, 3fdfd4f, the run's length came from the earlier rows' mean
+/// size, so 256 rows of 8 KiB went into one 2 MiB batch whose memory
+/// deficit exceeded buffer memory, and the writer stayed failed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: a run's length is chosen from the earlier rows' mean size \
-            (accumulator.rs append_run: fit = room / row_bytes_hint + 1), so 256 \
-            rows of 8 KiB after small ones go into one 2 MiB batch; its memory \
-            deficit exceeds buffer.memory-size, append_rows fails and the writer \
-            stays failed (settle_deficit keeps the deficit); append takes them"]
 async fn rows_far_larger_than_the_ones_before_are_taken_as_append_takes_them() {
     let server = TestServer::start().await;
     let client = server.client().await;
@@ -642,5 +635,71 @@ async fn rows_far_larger_than_the_ones_before_are_taken_as_append_takes_them() {
         .collect();
     ids.sort_unstable();
     assert_eq!(ids, (0..1_256).collect::<Vec<_>>());
+    server.stop().await;
+}
+
+/// A row that buffer memory can never hold is refused, naming it, by
+/// `append` and by `append_rows` alike, and the writer goes on: the rows
+/// before it are stored, and so are later ones. A row that fits only in a
+/// batch of its own gets one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_larger_than_buffer_memory_is_refused_and_the_writer_goes_on() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    let path = TablePath::new("append_rows", "giant_rows");
+    let table = create_log_table(&client, &path, support::id_text_schema(), 1, "NONE").await;
+    let mut w = writer(
+        &client,
+        &path,
+        &[
+            ("client.writer.buffer.memory-size", "256kb"),
+            ("client.writer.batch-size", "16kb"),
+        ],
+    )
+    .await;
+    let giant = "g".repeat(300 * 1024);
+    // Fits buffer memory alone, not with a batch of small rows before it.
+    let large = "l".repeat(200 * 1024);
+    let small: Vec<[Datum<'_>; 2]> = (0..10)
+        .map(|id| [Datum::BigInt(id), Datum::String("small")])
+        .collect();
+    w.append_rows(&small).await.expect("small rows");
+
+    let error = w
+        .append(&[Datum::BigInt(10), Datum::String(&giant)])
+        .await
+        .expect_err("a row larger than buffer memory");
+    assert!(error.to_string().contains("cannot be buffered"), "{error}");
+    w.append(&[Datum::BigInt(11), Datum::String(&large)])
+        .await
+        .expect("a large row that fits alone");
+
+    let mut slice: Vec<[Datum<'_>; 2]> = (12..20)
+        .map(|id| [Datum::BigInt(id), Datum::String("small")])
+        .collect();
+    slice[5] = [Datum::BigInt(17), Datum::String(&giant)];
+    let error = w
+        .append_rows(&slice)
+        .await
+        .expect_err("a giant row in a slice");
+    let text = error.to_string();
+    assert!(names_row(&text, 5), "{text}");
+    assert!(text.contains("cannot be buffered"), "{text}");
+    w.append_rows(&[[Datum::BigInt(20), Datum::String(&large)]])
+        .await
+        .expect("a large row through append_rows");
+    w.append_rows(&[[Datum::BigInt(21), Datum::String("after")]])
+        .await
+        .expect("the writer goes on");
+    flush(&mut w).await;
+
+    let mut ids: Vec<i64> = read_all_by_bucket(&client, &table, 18)
+        .await
+        .into_iter()
+        .flat_map(|(_, b)| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+        .collect();
+    ids.sort_unstable();
+    let expected: Vec<i64> = (0..10).chain([11]).chain(12..17).chain([20, 21]).collect();
+    assert_eq!(ids, expected);
     server.stop().await;
 }

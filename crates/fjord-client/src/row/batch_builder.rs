@@ -787,6 +787,19 @@ fn invalid_column(field: &Field, reason: &str) -> ClientError {
     ))
 }
 
+/// What [`RowBatchBuilder::run_length`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RunLength {
+    /// Rows to take.
+    pub rows: usize,
+    /// The row after them fits only in a batch of its own: seal this one
+    /// after them.
+    pub seal: bool,
+    /// The row after them can never be buffered, even alone: the estimated
+    /// bytes it would bring an empty batch to.
+    pub too_large: Option<usize>,
+}
+
 /// Rows → Arrow columns of one table schema, reused batch after batch.
 ///
 /// Guarantees: every finished batch has exactly the schema given to
@@ -927,17 +940,81 @@ impl RowBatchBuilder {
         Ok(())
     }
 
-    /// Bytes one row is expected to add to [`RowBatchBuilder::estimated_bytes`]:
-    /// the rows so far' average, else the last finished batch's, and at
-    /// least the fixed widths (and 1). For deciding how many rows fit
-    /// before a size limit.
-    pub fn row_bytes_hint(&self) -> usize {
-        let (bytes, rows) = if self.rows > 0 {
-            (self.estimated_bytes(), self.rows)
-        } else {
-            (self.last_bytes, self.last_rows.max(1))
-        };
-        (bytes / rows).max(self.row_fixed_bytes).max(1)
+    /// How many leading rows of `rows` a row-by-row writer takes into this
+    /// batch before it is full: rows go in while
+    /// [`RowBatchBuilder::estimated_bytes`] is below `seal_at`, the row that
+    /// reaches it included — computed from the rows' own sizes (their
+    /// STRING/BYTES lengths), not an average. A row that would take the
+    /// batch past `hard_limit` (what buffer memory can ever hold) ends the
+    /// run before it: the batch is to be sealed first (`seal`), or, when
+    /// the batch holds nothing before it, the row can never be buffered
+    /// (`too_large`: the estimate it alone would bring the batch to).
+    pub(crate) fn run_length<R: InternalRow>(
+        &self,
+        rows: &[R],
+        seal_at: usize,
+        hard_limit: usize,
+    ) -> RunLength {
+        let width = self.columns.len();
+        let mut bytes = self.bytes;
+        for (n, row) in rows.iter().enumerate() {
+            let rows_after = self.rows + n + 1;
+            let mut row_bytes = self.row_fixed_bytes;
+            if row.field_count() == width {
+                for (pos, column) in self.columns.iter().enumerate() {
+                    if column.is_var() {
+                        row_bytes += match row.datum(pos) {
+                            Datum::String(v) => v.len(),
+                            Datum::Binary(v) => v.len(),
+                            _ => 0,
+                        };
+                    }
+                }
+            }
+            let after = bytes + row_bytes + (rows_after * self.bitmap_columns).div_ceil(8);
+            if after > hard_limit {
+                let empty = rows_after == 1;
+                return RunLength {
+                    rows: n,
+                    seal: !empty,
+                    too_large: empty.then_some(after),
+                };
+            }
+            bytes += row_bytes;
+            if after >= seal_at {
+                return RunLength {
+                    rows: n + 1,
+                    seal: false,
+                    too_large: None,
+                };
+            }
+        }
+        RunLength {
+            rows: rows.len(),
+            seal: false,
+            too_large: None,
+        }
+    }
+
+    /// Drops every row after the first `rows` (the writer takes back a row
+    /// that buffer memory could never hold). No effect when `rows` is not
+    /// below [`RowBatchBuilder::len`].
+    pub(crate) fn truncate_rows(&mut self, rows: usize) {
+        if rows >= self.rows {
+            return;
+        }
+        self.columns.iter_mut().for_each(|c| c.truncate(rows));
+        self.rows = rows;
+        // Recounted from the buffers: what `append` added row by row.
+        self.bytes = self
+            .columns
+            .iter()
+            .map(|c| match c.kind {
+                ColumnKind::Boolean => 0,
+                ColumnKind::Utf8 | ColumnKind::Binary => rows * 4 + c.values.len(),
+                _ => c.values.len(),
+            })
+            .sum();
     }
 
     #[cold]

@@ -170,6 +170,11 @@ pub(crate) enum RowOutcome {
     /// The row sealed its batch and the encoder is behind: the caller waits
     /// ([`EncodeBacklog::wait_until_not_full`]) before the next row.
     EncoderBusy,
+    /// The row was NOT appended: with the rows before it, its batch would
+    /// have outgrown buffer memory, so that batch was sealed; the caller
+    /// appends the row again (into a batch of its own), after waiting for
+    /// the encoder if it is behind.
+    AppendAgain,
 }
 
 /// What appending a run of rows led to ([`Accumulator::append_run`]).
@@ -326,17 +331,40 @@ impl Accumulator {
         let key = (partition, bucket);
         let (slot, was_empty) = self.opened_slot(key, shared)?;
         slot.builder.append(row)?;
+        if slot.builder.estimated_bytes() > hard_limit(slot, shared) {
+            return self.take_back_row(key, shared);
+        }
         self.appended(key, was_empty, shared)
+    }
+
+    /// The row just appended to `key`'s batch took it past what buffer
+    /// memory can ever hold: the row is taken back out; the batch before it
+    /// is sealed and the row is to be appended again, into a batch of its
+    /// own — or, alone in its batch, it is refused (waiting for memory
+    /// could never end).
+    #[cold]
+    #[inline(never)]
+    fn take_back_row(&mut self, key: BucketKey, shared: &Shared) -> Result<RowOutcome> {
+        let slot = self.slot(key)?;
+        let bytes = slot.builder.estimated_bytes();
+        let rows = slot.builder.len();
+        slot.builder.truncate_rows(rows - 1);
+        if rows == 1 {
+            return Err(shared.pool.too_large(bytes));
+        }
+        self.seal(key)?;
+        Ok(RowOutcome::AppendAgain)
     }
 
     /// Appends the longest prefix of `rows` that goes into one batch of a
     /// non-partitioned table whose assigner is sticky (every row of a run
-    /// goes to the current bucket): the rows that fit before the batch's
-    /// seal threshold (estimated from the rows' average size; the batch is
-    /// sealed by the run that crosses it, as by the row that does), at
-    /// most [`ROWS_PER_RUN_MAX`]. Rows go in column by column
-    /// ([`RowBatchBuilder::append_rows`]). When a row is refused, the rows
-    /// before it are appended and the refusal is returned with them.
+    /// goes to the current bucket), at most [`ROWS_PER_RUN_MAX`]: the rows
+    /// a row-by-row writer would put into this batch, from their own sizes
+    /// ([`RowBatchBuilder::run_length`]: the row that reaches the seal
+    /// threshold is the last). Rows go in column by column
+    /// ([`RowBatchBuilder::append_rows`]). When a row is refused (wrong
+    /// value, or too large for buffer memory even alone), the rows before
+    /// it are appended and the refusal is returned with them.
     pub(crate) fn append_run<R: InternalRow>(
         &mut self,
         rows: &[R],
@@ -352,11 +380,11 @@ impl Accumulator {
         let bucket = self.assigner.assign(first)?;
         let key = (None, bucket);
         let (slot, was_empty) = self.opened_slot(key, shared)?;
-        let room = slot
-            .seal_at_bytes
-            .saturating_sub(slot.builder.estimated_bytes());
-        let fit = room / slot.builder.row_bytes_hint() + 1;
-        let mut appended = fit.min(rows.len()).min(ROWS_PER_RUN_MAX);
+        let candidates = &rows[..rows.len().min(ROWS_PER_RUN_MAX)];
+        let length =
+            slot.builder
+                .run_length(candidates, slot.seal_at_bytes, hard_limit(slot, shared));
+        let mut appended = length.rows;
         let mut refused = None;
         // A refusal names a refused row, not necessarily the first: rows
         // before it may fail a later column. Retry the shorter prefix until
@@ -365,11 +393,26 @@ impl Accumulator {
             appended = index;
             refused = Some(error);
         }
-        let outcome = if appended == 0 {
+        // The next row's verdict stands only when every row before it went in.
+        let (seal, too_large) = match refused {
+            None => (length.seal, length.too_large),
+            Some(_) => (false, None),
+        };
+        if let Some(bytes) = too_large {
+            refused = Some(shared.pool.too_large(bytes));
+        }
+        let mut outcome = if appended == 0 {
             RowOutcome::Buffered
         } else {
             self.appended(key, was_empty, shared)?
         };
+        if seal && matches!(outcome, RowOutcome::Buffered) {
+            // The next row needs a batch of its own.
+            self.seal(key)?;
+            if self.backlog.is_full() {
+                outcome = RowOutcome::EncoderBusy;
+            }
+        }
         Ok(Run {
             appended,
             outcome,
@@ -552,6 +595,13 @@ impl Accumulator {
     pub(crate) fn close(&mut self) {
         self.encode_tx = None;
     }
+}
+
+/// The most a batch may estimate, so that reserving its memory (in steps of
+/// `chunk_bytes`) can ever succeed: buffer memory less one step.
+#[inline]
+fn hard_limit(slot: &Slot, shared: &Shared) -> usize {
+    shared.pool.total_bytes().saturating_sub(slot.chunk_bytes)
 }
 
 /// Readies `slot`'s empty batch for its first row: once per batch, not per

@@ -55,6 +55,16 @@ impl MemoryPool {
             })
     }
 
+    /// The refusal of rows that would bring one batch to `bytes`, more than
+    /// this pool can ever hold (with one reservation step).
+    #[cold]
+    pub(crate) fn too_large(&self, bytes: usize) -> ClientError {
+        ClientError::Invalid(format!(
+            "a row bringing its batch to {bytes} bytes cannot be buffered: {OPT_BUFFER_MEMORY_SIZE} is {} bytes; raise it or write smaller rows",
+            self.total_bytes
+        ))
+    }
+
     /// Reserves `bytes` if they are free now.
     pub(crate) fn try_reserve(&self, bytes: usize) -> bool {
         let Ok(n) = u32::try_from(bytes) else {

@@ -424,17 +424,25 @@ impl AppendWriter {
                 },
             },
         };
-        let shared = &*self.shared;
-        let outcome = shared.lock().append_row(partition, row, shared)?;
-        match outcome {
-            RowOutcome::Buffered => {}
-            RowOutcome::Deficit { key, need_bytes } => {
-                self.deficit = Some((key, need_bytes));
-                self.settle_deficit().await?;
+        loop {
+            let shared = &*self.shared;
+            let outcome = shared.lock().append_row(partition, row, shared)?;
+            match outcome {
+                RowOutcome::Buffered => {}
+                RowOutcome::Deficit { key, need_bytes } => {
+                    self.deficit = Some((key, need_bytes));
+                    self.settle_deficit().await?;
+                }
+                RowOutcome::EncoderBusy => self.shared.backlog.wait_until_not_full().await?,
+                RowOutcome::AppendAgain => {
+                    if self.shared.backlog.is_full() {
+                        self.shared.backlog.wait_until_not_full().await?;
+                    }
+                    continue;
+                }
             }
-            RowOutcome::EncoderBusy => self.shared.backlog.wait_until_not_full().await?,
+            return Ok(());
         }
-        Ok(())
     }
 
     /// Appends `rows` in order, as many [`AppendWriter::append`] calls
@@ -468,6 +476,8 @@ impl AppendWriter {
                     self.settle_deficit().await?;
                 }
                 RowOutcome::EncoderBusy => self.shared.backlog.wait_until_not_full().await?,
+                // Not returned for runs: a run ends before such a row.
+                RowOutcome::AppendAgain => {}
             }
             if let Some(e) = run.refused {
                 return Err(at_row(done, e));

@@ -145,16 +145,56 @@ fn copy_short_copies_every_length_exactly() {
 }
 
 #[test]
-fn row_bytes_hint_follows_the_rows_so_far_then_the_last_batch() {
+fn run_length_takes_the_rows_a_row_by_row_writer_would_put_in_the_batch() {
     let mut b = builder(&[("id", DataType::bigint()), ("s", DataType::string())]);
-    // Nothing appended yet: the fixed widths (8-byte value, 4-byte offset).
-    assert_eq!(b.row_bytes_hint(), 12);
-    let long = "x".repeat(100);
-    b.append_rows(&[[Datum::BigInt(1), Datum::String(&long)]])
-        .unwrap();
-    // 12 fixed + 100 of text + the bitmaps' bytes.
-    let with_text = b.row_bytes_hint();
-    assert!((112..=114).contains(&with_text), "{with_text}");
-    b.finish().unwrap();
-    assert_eq!(b.row_bytes_hint(), with_text);
+    let small = "ab";
+    let big = "z".repeat(1_000);
+    // 12 fixed bytes (BIGINT + offset) a row, plus the text, plus 2 bitmap
+    // bits a row (both columns nullable).
+    let rows: Vec<[Datum<'_>; 2]> = (0..10)
+        .map(|i| {
+            let text = if i < 4 { small } else { big.as_str() };
+            [Datum::BigInt(i), Datum::String(text)]
+        })
+        .collect();
+    // Four small rows (14 bytes each), then the first big row reaches 1 000.
+    let length = b.run_length(&rows, 1_000, usize::MAX);
+    assert_eq!(
+        (length.rows, length.seal, length.too_large),
+        (5, false, None)
+    );
+    // Appending exactly those rows one by one fills the batch just past the
+    // threshold, and the rows before the last left it below.
+    for row in &rows[..4] {
+        b.append(row).unwrap();
+    }
+    assert!(b.estimated_bytes() < 1_000);
+    b.append(&rows[4]).unwrap();
+    assert!(b.estimated_bytes() >= 1_000);
+
+    // Past a hard limit: the batch is sealed before the row that would
+    // cross it, or, empty, refuses that row for good.
+    let length = b.run_length(&rows[5..], usize::MAX, 1_500);
+    assert_eq!(
+        (length.rows, length.seal, length.too_large),
+        (0, true, None)
+    );
+    let empty = builder(&[("id", DataType::bigint()), ("s", DataType::string())]);
+    let length = empty.run_length(&rows[5..], usize::MAX, 500);
+    assert_eq!(length.rows, 0);
+    assert!(!length.seal);
+    assert_eq!(length.too_large, Some(12 + 1_000 + 1));
+}
+
+#[test]
+fn truncate_rows_leaves_the_batch_of_the_rows_kept() {
+    let rows: Vec<Vec<Datum<'static>>> = (0..50).map(row).collect();
+    let mut b = builder(&all_types());
+    b.append_rows(&rows).unwrap();
+    b.truncate_rows(20);
+    let mut expected = builder(&all_types());
+    expected.append_rows(&rows[..20]).unwrap();
+    assert_eq!(b.len(), 20);
+    assert_eq!(b.estimated_bytes(), expected.estimated_bytes());
+    assert_eq!(b.finish().unwrap(), expected.finish().unwrap());
 }
