@@ -452,8 +452,12 @@ impl AppendWriter {
     /// in runs of up to 256, each under one lock and read column by column
     /// ([`RowBatchBuilder::append_rows`](crate::row::RowBatchBuilder::append_rows));
     /// other tables (partitioned, hashed or round-robin: a bucket per row)
-    /// take them one at a time. When a row is refused, the rows before it
-    /// are appended and the error names the refused row's index in `rows`.
+    /// take them one at a time. When a row is refused (a value that does
+    /// not fit its column, or a row buffer memory could never hold), the
+    /// rows before it are appended and the error names the refused row's
+    /// index in `rows`. A call cancelled while it waits (for memory or the
+    /// encoder) has appended a prefix of `rows` whose length it cannot
+    /// report: call `append` row by row where that matters.
     pub async fn append_rows<R: InternalRow>(&mut self, rows: &[R]) -> Result<()> {
         if !self.runs {
             for (index, row) in rows.iter().enumerate() {
