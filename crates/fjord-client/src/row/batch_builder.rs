@@ -818,6 +818,9 @@ pub struct RowBatchBuilder {
     /// Columns with a bitmap (BOOLEAN values, nullable validity): each adds
     /// one bit per row.
     bitmap_columns: usize,
+    /// Positions of the STRING/BYTES columns (the rows' sizes vary only
+    /// there), for [`RowBatchBuilder::run_length`].
+    var_positions: Vec<usize>,
     /// Rows of the last finished batch: how many the next one reserves.
     last_rows: usize,
     /// Estimated bytes of the last finished batch (its bytes per row size
@@ -847,6 +850,9 @@ impl RowBatchBuilder {
                 usize::from(kind == ColumnKind::Boolean) + usize::from(field.is_nullable());
             columns.push(Column::new(kind, field.is_nullable(), INITIAL_ROWS, 0));
         }
+        let var_positions = (0..columns.len())
+            .filter(|&pos| columns[pos].is_var())
+            .collect();
         Ok(Self {
             schema,
             columns,
@@ -854,6 +860,7 @@ impl RowBatchBuilder {
             bytes: 0,
             row_fixed_bytes,
             bitmap_columns,
+            var_positions,
             last_rows: INITIAL_ROWS,
             last_bytes: 0,
         })
@@ -961,14 +968,12 @@ impl RowBatchBuilder {
             let rows_after = self.rows + n + 1;
             let mut row_bytes = self.row_fixed_bytes;
             if row.field_count() == width {
-                for (pos, column) in self.columns.iter().enumerate() {
-                    if column.is_var() {
-                        row_bytes += match row.datum(pos) {
-                            Datum::String(v) => v.len(),
-                            Datum::Binary(v) => v.len(),
-                            _ => 0,
-                        };
-                    }
+                for &pos in &self.var_positions {
+                    row_bytes += match row.datum(pos) {
+                        Datum::String(v) => v.len(),
+                        Datum::Binary(v) => v.len(),
+                        _ => 0,
+                    };
                 }
             }
             let after = bytes + row_bytes + (rows_after * self.bitmap_columns).div_ceil(8);
@@ -1015,6 +1020,19 @@ impl RowBatchBuilder {
                 _ => c.values.len(),
             })
             .sum();
+    }
+
+    /// Bytes one row is expected to add to [`RowBatchBuilder::estimated_bytes`]:
+    /// the rows so far' average, else the last finished batch's, and at
+    /// least the fixed widths (and 1). A guess for how many rows fit before
+    /// a size limit; [`RowBatchBuilder::run_length`] is the exact count.
+    pub(crate) fn row_bytes_hint(&self) -> usize {
+        let (bytes, rows) = if self.rows > 0 {
+            (self.estimated_bytes(), self.rows)
+        } else {
+            (self.last_bytes, self.last_rows.max(1))
+        };
+        (bytes / rows).max(self.row_fixed_bytes).max(1)
     }
 
     #[cold]

@@ -359,9 +359,9 @@ impl Accumulator {
     /// Appends the longest prefix of `rows` that goes into one batch of a
     /// non-partitioned table whose assigner is sticky (every row of a run
     /// goes to the current bucket), at most [`ROWS_PER_RUN_MAX`]: the rows
-    /// a row-by-row writer would put into this batch, from their own sizes
-    /// ([`RowBatchBuilder::run_length`]: the row that reaches the seal
-    /// threshold is the last). Rows go in column by column
+    /// a row-by-row writer would put into this batch (the run that reaches
+    /// the seal threshold is cut, from its rows' own sizes, after the row
+    /// that reaches it: [`RowBatchBuilder::run_length`]). Rows go in column by column
     /// ([`RowBatchBuilder::append_rows`]). When a row is refused (wrong
     /// value, or too large for buffer memory even alone), the rows before
     /// it are appended and the refusal is returned with them.
@@ -380,11 +380,15 @@ impl Accumulator {
         let bucket = self.assigner.assign(first)?;
         let key = (None, bucket);
         let (slot, was_empty) = self.opened_slot(key, shared)?;
-        let candidates = &rows[..rows.len().min(ROWS_PER_RUN_MAX)];
-        let length =
-            slot.builder
-                .run_length(candidates, slot.seal_at_bytes, hard_limit(slot, shared));
-        let mut appended = length.rows;
+        let before = slot.builder.len();
+        // A guess from the rows so far: most runs end well before the seal
+        // threshold, and the run that reaches it is redone exactly below
+        // (once per batch), rather than sizing every row first.
+        let room = slot
+            .seal_at_bytes
+            .saturating_sub(slot.builder.estimated_bytes());
+        let fit = room / slot.builder.row_bytes_hint() + 1;
+        let mut appended = fit.min(rows.len()).min(ROWS_PER_RUN_MAX);
         let mut refused = None;
         // A refusal names a refused row, not necessarily the first: rows
         // before it may fail a later column. Retry the shorter prefix until
@@ -393,11 +397,28 @@ impl Accumulator {
             appended = index;
             refused = Some(error);
         }
-        // The next row's verdict stands only when every row before it went in.
-        let (seal, too_large) = match refused {
-            None => (length.seal, length.too_large),
-            Some(_) => (false, None),
-        };
+        let (mut seal, mut too_large) = (false, None);
+        if appended > 0 && slot.builder.estimated_bytes() >= slot.seal_at_bytes {
+            // The run reached the threshold: keep exactly the rows a
+            // row-by-row writer would have put in this batch, from their
+            // own sizes, and none that buffer memory could never hold.
+            let taken = &rows[..appended];
+            slot.builder.truncate_rows(before);
+            let length =
+                slot.builder
+                    .run_length(taken, slot.seal_at_bytes, hard_limit(slot, shared));
+            if length.rows < appended {
+                // The refused row (if any) is not next any more.
+                refused = None;
+                (seal, too_large) = (length.seal, length.too_large);
+            }
+            appended = length.rows;
+            if let Err((_, error)) = slot.builder.try_append_rows(&rows[..appended]) {
+                // These rows went in a moment ago; a refusal now is a bug,
+                // reported rather than hidden.
+                return Err(error);
+            }
+        }
         if let Some(bytes) = too_large {
             refused = Some(shared.pool.too_large(bytes));
         }
