@@ -591,6 +591,29 @@ async fn a_slice_larger_than_the_buffer_memory_waits_for_acknowledgements() {
     server.stop().await;
 }
 
+/// A server, a one-bucket `id BIGINT, text STRING` table `name` (no
+/// compression) and a writer with `memory` of buffer memory and 16 KiB
+/// batches: the set-up of the row-size tests.
+async fn id_text_writer(
+    name: &str,
+    memory: &str,
+) -> (TestServer, FlussClient, TableInfo, AppendWriter) {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    let path = TablePath::new("append_rows", name);
+    let table = create_log_table(&client, &path, support::id_text_schema(), 1, "NONE").await;
+    let w = writer(
+        &client,
+        &path,
+        &[
+            ("client.writer.buffer.memory-size", memory),
+            ("client.writer.batch-size", "16kb"),
+        ],
+    )
+    .await;
+    (server, client, table, w)
+}
+
 /// Rows far larger than the ones before them: the run ends where a
 /// row-by-row writer would seal the batch, from the rows' own sizes (before
 /// the fix, 3fdfd4f, the run's length came from the earlier rows' mean
@@ -598,19 +621,7 @@ async fn a_slice_larger_than_the_buffer_memory_waits_for_acknowledgements() {
 /// deficit exceeded buffer memory, and the writer stayed failed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_far_larger_than_the_ones_before_are_taken_as_append_takes_them() {
-    let server = TestServer::start().await;
-    let client = server.client().await;
-    let path = TablePath::new("append_rows", "growing_rows");
-    let table = create_log_table(&client, &path, support::id_text_schema(), 1, "NONE").await;
-    let mut w = writer(
-        &client,
-        &path,
-        &[
-            ("client.writer.buffer.memory-size", "1mb"),
-            ("client.writer.batch-size", "16kb"),
-        ],
-    )
-    .await;
+    let (server, client, table, mut w) = id_text_writer("growing_rows", "1mb").await;
     // Small rows first: the writer learns rows of some 20 bytes.
     let small: Vec<[Datum<'_>; 2]> = (0..1_000)
         .map(|id| [Datum::BigInt(id), Datum::String("small")])
@@ -644,19 +655,7 @@ async fn rows_far_larger_than_the_ones_before_are_taken_as_append_takes_them() {
 /// batch of its own gets one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_row_larger_than_buffer_memory_is_refused_and_the_writer_goes_on() {
-    let server = TestServer::start().await;
-    let client = server.client().await;
-    let path = TablePath::new("append_rows", "giant_rows");
-    let table = create_log_table(&client, &path, support::id_text_schema(), 1, "NONE").await;
-    let mut w = writer(
-        &client,
-        &path,
-        &[
-            ("client.writer.buffer.memory-size", "256kb"),
-            ("client.writer.batch-size", "16kb"),
-        ],
-    )
-    .await;
+    let (server, client, table, mut w) = id_text_writer("giant_rows", "256kb").await;
     let giant = "g".repeat(300 * 1024);
     // Fits buffer memory alone, not with a batch of small rows before it.
     let large = "l".repeat(200 * 1024);
