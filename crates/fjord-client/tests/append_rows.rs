@@ -657,8 +657,9 @@ async fn rows_far_larger_than_the_ones_before_are_taken_as_append_takes_them() {
 async fn a_row_larger_than_buffer_memory_is_refused_and_the_writer_goes_on() {
     let (server, client, table, mut w) = id_text_writer("giant_rows", "256kb").await;
     let giant = "g".repeat(300 * 1024);
-    // Fits buffer memory alone, not with a batch of small rows before it.
-    let large = "l".repeat(200 * 1024);
+    // Fits buffer memory (256 KiB) alone — 12 fixed bytes, the text and a
+    // bitmap byte come to 8 bytes under it — but not with any row before it.
+    let large = "l".repeat(256 * 1024 - 12 - 1 - 8);
     let small: Vec<[Datum<'_>; 2]> = (0..10)
         .map(|id| [Datum::BigInt(id), Datum::String("small")])
         .collect();
@@ -669,6 +670,13 @@ async fn a_row_larger_than_buffer_memory_is_refused_and_the_writer_goes_on() {
         .await
         .expect_err("a row larger than buffer memory");
     assert!(error.to_string().contains("cannot be buffered"), "{error}");
+    // The refusal sealed the small rows; these open a new batch, which the
+    // large row does not fit beside: it gets a batch of its own.
+    let more: Vec<[Datum<'_>; 2]> = (30..33)
+        .map(|id| [Datum::BigInt(id), Datum::String("small")])
+        .collect();
+    w.append_rows(&more).await.expect("small rows again");
+    let batches_before = w.stats().batches;
     w.append(&[Datum::BigInt(11), Datum::String(&large)])
         .await
         .expect("a large row that fits alone");
@@ -684,21 +692,38 @@ async fn a_row_larger_than_buffer_memory_is_refused_and_the_writer_goes_on() {
     let text = error.to_string();
     assert!(names_row(&text, 5), "{text}");
     assert!(text.contains("cannot be buffered"), "{text}");
-    w.append_rows(&[[Datum::BigInt(20), Datum::String(&large)]])
-        .await
-        .expect("a large row through append_rows");
+    w.append_rows(&[
+        [Datum::BigInt(40), Datum::String("small")],
+        [Datum::BigInt(41), Datum::String("small")],
+        [Datum::BigInt(20), Datum::String(&large)],
+    ])
+    .await
+    .expect("a large row after small ones through append_rows");
     w.append_rows(&[[Datum::BigInt(21), Datum::String("after")]])
         .await
         .expect("the writer goes on");
-    flush(&mut w).await;
+    let stats = flush(&mut w).await;
+    // Small rows 30..33, the large row 11, rows 12..17, rows 40 and 41, the
+    // large row 20 and row 21: at least six batches after `batches_before`
+    // (each large row alone, the rows before each sealed apart from it).
+    assert!(
+        stats.batches >= batches_before + 6,
+        "{stats:?} from {batches_before}"
+    );
 
-    let mut ids: Vec<i64> = read_all_by_bucket(&client, &table, 18)
+    let mut ids: Vec<i64> = read_all_by_bucket(&client, &table, 23)
         .await
         .into_iter()
         .flat_map(|(_, b)| b.column(0).as_primitive::<Int64Type>().values().to_vec())
         .collect();
     ids.sort_unstable();
-    let expected: Vec<i64> = (0..10).chain([11]).chain(12..17).chain([20, 21]).collect();
+    let expected: Vec<i64> = (0..10)
+        .chain([11])
+        .chain(12..17)
+        .chain([20, 21])
+        .chain(30..33)
+        .chain([40, 41])
+        .collect();
     assert_eq!(ids, expected);
     server.stop().await;
 }

@@ -48,6 +48,11 @@ pub const COLUMN_VAR_BYTES_MAX: usize = i32::MAX as usize;
 const VAR_BYTES_EXCEEDED: &str =
     "the batch's data in this column would exceed 2 GiB; finish the batch earlier";
 
+/// Why a run's row is refused when one of its STRING/BYTES values read
+/// differently the second time.
+const VALUE_CHANGED: &str =
+    "the row's value changed between two reads (an InternalRow must read the same each time)";
+
 /// How one column stores its values: the Arrow physical layout and the datum
 /// conversion, decided once from the column's Arrow type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,6 +169,9 @@ enum Refusal {
     Null,
     /// The value does not fit the column (precision, width, range).
     OutOfRange(&'static str),
+    /// Not a refusal of a row: the run's STRING/BYTES data would pass the
+    /// budget it was given ([`RowBatchBuilder::try_append_rows_within`]).
+    OverBudget,
 }
 
 /// One column's buffers. Which buffers are used depends on the kind:
@@ -417,6 +425,7 @@ impl Column {
         rows: &[R],
         pos: usize,
         base: usize,
+        budget: &mut usize,
     ) -> std::result::Result<usize, (usize, Refusal)> {
         use ColumnKind as K;
         match self.kind {
@@ -462,11 +471,11 @@ impl Column {
                 Datum::TimestampLtz(t) => Some(t.millis()),
                 _ => None,
             }),
-            K::Utf8 => self.var_run(rows, pos, base, |d| match d {
+            K::Utf8 => self.var_run(rows, pos, base, budget, |d| match d {
                 Datum::String(v) => Some(v.as_bytes()),
                 _ => None,
             }),
-            K::Binary => self.var_run(rows, pos, base, |d| match d {
+            K::Binary => self.var_run(rows, pos, base, budget, |d| match d {
                 Datum::Binary(v) => Some(v),
                 _ => None,
             }),
@@ -526,6 +535,7 @@ impl Column {
         rows: &[R],
         pos: usize,
         base: usize,
+        budget: &mut usize,
         bytes_of: impl Fn(Datum<'_>) -> Option<&[u8]>,
     ) -> std::result::Result<usize, (usize, Refusal)> {
         let data_start = self.values.len();
@@ -535,6 +545,11 @@ impl Column {
             match bytes_of(datum) {
                 Some(bytes) => {
                     total += bytes.len();
+                    if total > *budget {
+                        // Before any byte is copied: the caller sizes the
+                        // run exactly instead.
+                        return Err((i, Refusal::OverBudget));
+                    }
                     if data_start + total > COLUMN_VAR_BYTES_MAX {
                         return Err((i, Refusal::OutOfRange(VAR_BYTES_EXCEEDED)));
                     }
@@ -551,6 +566,7 @@ impl Column {
             values,
             offsets,
             nulls,
+            nullable,
             ..
         } = self;
         let data = &mut values.as_slice_mut()[data_start..];
@@ -558,17 +574,25 @@ impl Column {
         let ends = &mut ends[..rows.len()];
         let mut at = 0;
         for i in 0..rows.len() {
-            match bytes_of(rows[i].datum(pos)) {
-                Some(bytes) => {
+            let datum = rows[i].datum(pos);
+            match bytes_of(datum) {
+                Some(bytes) if at + bytes.len() <= data.len() => {
                     copy_short(&mut data[at..at + bytes.len()], bytes);
                     at += bytes.len();
                 }
                 // The first pass let only NULLs of a nullable column by.
-                None => mark_null(nulls, base + i),
+                None if datum.is_null() && *nullable => mark_null(nulls, base + i),
+                // A row whose value changed since the first read (a caller's
+                // `InternalRow` that does not read the same twice).
+                _ => return Err((i, Refusal::OutOfRange(VALUE_CHANGED))),
             }
             // Lossless: the data was checked against COLUMN_VAR_BYTES_MAX.
             ends[i] = (data_start + at) as i32;
         }
+        if at != total {
+            return Err((rows.len() - 1, Refusal::OutOfRange(VALUE_CHANGED)));
+        }
+        *budget -= total;
         Ok(total)
     }
 
@@ -904,7 +928,9 @@ impl RowBatchBuilder {
 
     /// Appends `rows` in order, all or none: fails — and appends none of
     /// them — when any row would be refused by [`RowBatchBuilder::append`];
-    /// the error names the first refused row's index and column. Faster per
+    /// the error names a refused row's index and its column (the columns
+    /// are checked one after another, so with several bad rows it is the
+    /// one the first refusing column found, not necessarily the first). Faster per
     /// row than appending one at a time: the rows are read column by column,
     /// each column's kind matched once per call and its buffers grown once.
     pub fn append_rows<R: InternalRow>(&mut self, rows: &[R]) -> Result<()> {
@@ -920,25 +946,41 @@ impl RowBatchBuilder {
         &mut self,
         rows: &[R],
     ) -> std::result::Result<(), (usize, ClientError)> {
+        self.try_append_rows_within(rows, usize::MAX)
+            .map_err(|stop| stop.expect("an unlimited budget is never passed"))
+    }
+
+    /// [`RowBatchBuilder::try_append_rows`] copying at most `budget` bytes
+    /// of STRING/BYTES data: a run that would add more appends nothing and
+    /// fails with `None` before copying any (so a guess at a run's length
+    /// cannot make the batch hold far more than the guess allowed).
+    pub(crate) fn try_append_rows_within<R: InternalRow>(
+        &mut self,
+        rows: &[R],
+        mut budget: usize,
+    ) -> std::result::Result<(), Option<(usize, ClientError)>> {
         let width = self.columns.len();
         if let Some(index) = rows.iter().position(|row| row.field_count() != width) {
             let error = ClientError::Invalid(format!(
                 "row has {} fields but the table has {width} columns",
                 rows[index].field_count()
             ));
-            return Err((index, error));
+            return Err(Some((index, error)));
         }
         let base = self.rows;
         let mut var_bytes = 0;
         for pos in 0..width {
-            match self.columns[pos].append_run(rows, pos, base) {
+            match self.columns[pos].append_run(rows, pos, base, &mut budget) {
                 Ok(n) => var_bytes += n,
                 Err((index, refusal)) => {
                     for column in &mut self.columns[..=pos] {
                         column.truncate(base);
                     }
+                    if let Refusal::OverBudget = refusal {
+                        return Err(None);
+                    }
                     let error = self.refusal_error(pos, rows[index].datum(pos), refusal);
-                    return Err((index, error));
+                    return Err(Some((index, error)));
                 }
             }
         }
@@ -1002,8 +1044,9 @@ impl RowBatchBuilder {
     }
 
     /// Drops every row after the first `rows` (the writer takes back a row
-    /// that buffer memory could never hold). No effect when `rows` is not
-    /// below [`RowBatchBuilder::len`].
+    /// that buffer memory could never hold, or a run it redoes with an
+    /// exact length). No effect when `rows` is not below
+    /// [`RowBatchBuilder::len`].
     pub(crate) fn truncate_rows(&mut self, rows: usize) {
         if rows >= self.rows {
             return;
@@ -1046,6 +1089,8 @@ impl RowBatchBuilder {
             ),
             Refusal::Null => "is NOT NULL but the row has NULL".to_owned(),
             Refusal::OutOfRange(why) => format!("value {datum} does not fit: {why}"),
+            // Mapped to `None` by `try_append_rows_within`, never an error.
+            Refusal::OverBudget => "over the run's byte budget".to_owned(),
         };
         invalid_column(field, &reason)
     }

@@ -404,8 +404,10 @@ impl AppendWriter {
     /// Appends one row. The fast path awaits nothing: the row goes into its
     /// bucket's builder under one uncontended lock. It waits only when the
     /// buffer memory is exhausted (back-pressure) or the row's partition
-    /// must be created first. Errors: a row that does not match the schema
-    /// (nothing appended), or an earlier batch's failure (reported by the
+    /// must be created first, or the encoder is behind. Errors: a row that
+    /// does not match the schema or that buffer memory could never hold,
+    /// even in a batch of its own (nothing appended; a row that fits only
+    /// alone is put in a batch of its own), or an earlier batch's failure (reported by the
     /// first row that would open a new batch after it; rows already in an
     /// open batch are still sent, and `flush` reports the failure too).
     pub async fn append<R: InternalRow + ?Sized>(&mut self, row: &R) -> Result<()> {
