@@ -741,11 +741,18 @@ mod tests {
     use crate::writer::Counters;
 
     fn one_bucket_accumulator() -> (Accumulator, mpsc::Receiver<SealedBatch>) {
-        let descriptor = TableDescriptor::new(
+        one_bucket_accumulator_of(
             Schema::builder()
                 .column("id", DataType::bigint())
                 .build()
                 .unwrap(),
+        )
+    }
+
+    /// An accumulator of a one-bucket sticky table of `schema`, 1 MiB batches.
+    fn one_bucket_accumulator_of(schema: Schema) -> (Accumulator, mpsc::Receiver<SealedBatch>) {
+        let descriptor = TableDescriptor::new(
+            schema,
             None,
             Vec::new(),
             Some(TableDistribution {
@@ -1005,37 +1012,12 @@ mod tests {
 
     #[test]
     fn a_run_of_rows_larger_than_the_ones_before_holds_no_more_heap_than_buffer_memory() {
-        let descriptor = TableDescriptor::new(
+        let (mut acc, rx) = one_bucket_accumulator_of(
             Schema::builder()
                 .column("id", DataType::bigint())
                 .column("s", DataType::string())
                 .build()
                 .unwrap(),
-            None,
-            Vec::new(),
-            Some(TableDistribution {
-                bucket_count: Some(1),
-                bucket_keys: Vec::new(),
-            }),
-            BTreeMap::new(),
-            BTreeMap::new(),
-        )
-        .unwrap();
-        let table = TableInfo {
-            path: TablePath::new("db", "t"),
-            table_id: 1,
-            schema_id: 0,
-            descriptor,
-        };
-        let (tx, rx) = mpsc::channel();
-        let mut acc = Accumulator::new(
-            to_arrow_schema(table.descriptor.schema()),
-            BucketAssigner::new(&table, NoKeyAssigner::Sticky).unwrap(),
-            1,
-            1 << 20,
-            Duration::from_secs(3600),
-            tx,
-            Arc::default(),
         );
         let mut shared = idle_shared();
         // 4 MiB of buffer memory: batches seal at 1 MiB.
