@@ -429,21 +429,33 @@ impl AppendWriter {
         loop {
             let shared = &*self.shared;
             let outcome = shared.lock().append_row(partition, row, shared)?;
-            match outcome {
-                RowOutcome::Buffered => {}
-                RowOutcome::Deficit { key, need_bytes } => {
-                    self.deficit = Some((key, need_bytes));
-                    self.settle_deficit().await?;
-                }
-                RowOutcome::EncoderBusy => self.shared.backlog.wait_until_not_full().await?,
-                RowOutcome::AppendAgain => {
-                    if self.shared.backlog.is_full() {
-                        self.shared.backlog.wait_until_not_full().await?;
-                    }
-                    continue;
-                }
+            if matches!(outcome, RowOutcome::Buffered) || !self.wait_for(outcome).await? {
+                return Ok(());
             }
-            return Ok(());
+        }
+    }
+
+    /// Waits as `outcome` asks: for memory (the back-pressure), then credits
+    /// it to the batch in debt; or for the encoder. True when the row was
+    /// not appended and must be appended again ([`RowOutcome::AppendAgain`]).
+    async fn wait_for(&mut self, outcome: RowOutcome) -> Result<bool> {
+        match outcome {
+            RowOutcome::Buffered => Ok(false),
+            RowOutcome::Deficit { key, need_bytes } => {
+                self.deficit = Some((key, need_bytes));
+                self.settle_deficit().await?;
+                Ok(false)
+            }
+            RowOutcome::EncoderBusy => {
+                self.shared.backlog.wait_until_not_full().await?;
+                Ok(false)
+            }
+            RowOutcome::AppendAgain => {
+                if self.shared.backlog.is_full() {
+                    self.shared.backlog.wait_until_not_full().await?;
+                }
+                Ok(true)
+            }
         }
     }
 
@@ -475,16 +487,8 @@ impl AppendWriter {
             let shared = &*self.shared;
             let run = shared.lock().append_run(&rows[done..], shared)?;
             done += run.appended;
-            match run.outcome {
-                RowOutcome::Buffered => {}
-                RowOutcome::Deficit { key, need_bytes } => {
-                    self.deficit = Some((key, need_bytes));
-                    self.settle_deficit().await?;
-                }
-                RowOutcome::EncoderBusy => self.shared.backlog.wait_until_not_full().await?,
-                // Not returned for runs: a run ends before such a row.
-                RowOutcome::AppendAgain => {}
-            }
+            // A run never asks to append again: it ends before such a row.
+            self.wait_for(run.outcome).await?;
             if let Some(e) = run.refused {
                 return Err(at_row(done, e));
             }
