@@ -21,9 +21,12 @@ use arrow_array::{Array, RecordBatch};
 use fjord_client::row::{Datum, Timestamp};
 use fjord_client::{AppendWriter, FlussClient, LogScanner, ScannerConfig, TableInfo, TablePath};
 use fjord_client::{WriterConfig, WriterStats};
-use fjord_format::schema::{DatabaseDescriptor, Schema, TableDescriptor, TableDistribution};
+use fjord_format::schema::{Schema, TableDescriptor, TableDistribution};
 use fjord_format::types::DataType;
-use support::{create_bucketed_table, create_log_table, read_all_by_bucket, Fault, TestServer};
+use support::{
+    create_bucketed_table, create_described_table, create_log_table, read_all_by_bucket, Fault,
+    TestServer,
+};
 
 /// Bound on every wait, so a writer or server that hangs fails the test.
 const STEP: Duration = Duration::from_secs(60);
@@ -398,17 +401,8 @@ async fn create_partitioned_hashed_table(client: &FlussClient, name: &str) -> Ta
         BTreeMap::new(),
     )
     .expect("descriptor");
-    let admin = client.admin();
-    admin
-        .create_database("append_rows", &DatabaseDescriptor::default(), true)
-        .await
-        .expect("create database");
     let path = TablePath::new("append_rows", name);
-    admin
-        .create_table(&path, &descriptor, false)
-        .await
-        .expect("create table");
-    client.table_info(&path).await.expect("table info")
+    create_described_table(&client.admin(), &path, &descriptor).await
 }
 
 /// The sorted ids stored in each (partition name, bucket) of a table

@@ -20,9 +20,9 @@ use arrow_array::{Int64Array, RecordBatch, StringArray};
 use fjord_client::row::Datum;
 use fjord_client::{AppendWriter, FlussClient, TableInfo, TablePath};
 use fjord_client::{WriterConfig, WriterStats};
-use fjord_format::schema::{DatabaseDescriptor, Schema, TableDescriptor, TableDistribution};
+use fjord_format::schema::{Schema, TableDescriptor, TableDistribution};
 use fjord_format::types::DataType;
-use support::TestServer;
+use support::{create_described_table, TestServer};
 
 /// Bound on every step, so a server that never answers fails the test.
 const STEP: Duration = Duration::from_secs(60);
@@ -50,17 +50,8 @@ async fn create_table(client: &FlussClient, name: &str, keys: &[&str]) -> TableI
         BTreeMap::new(),
     )
     .expect("descriptor");
-    let admin = client.admin();
-    admin
-        .create_database("db", &DatabaseDescriptor::default(), true)
-        .await
-        .expect("create database");
     let path = TablePath::new("db", name);
-    admin
-        .create_table(&path, &descriptor, false)
-        .await
-        .expect("create table");
-    client.table_info(&path).await.expect("table info")
+    create_described_table(&client.admin(), &path, &descriptor).await
 }
 
 /// A server, a client, table `db.<name>` (see [`create_table`]) and a

@@ -254,11 +254,6 @@ pub async fn create_bucketed_table(
     bucket_keys: &[&str],
     compression: &str,
 ) -> TableInfo {
-    let admin = client.admin();
-    admin
-        .create_database(&path.database, &DatabaseDescriptor::default(), true)
-        .await
-        .expect("create database");
     let mut properties = std::collections::BTreeMap::new();
     properties.insert(
         TABLE_LOG_ARROW_COMPRESSION_TYPE.to_owned(),
@@ -276,11 +271,25 @@ pub async fn create_bucketed_table(
         Default::default(),
     )
     .expect("descriptor");
+    create_described_table(&client.admin(), path, &descriptor).await
+}
+
+/// Creates database `path.database` (if needed) and the table `path` as
+/// `descriptor` says; returns the table as the server describes it.
+pub async fn create_described_table(
+    admin: &fjord_client::Admin,
+    path: &TablePath,
+    descriptor: &TableDescriptor,
+) -> TableInfo {
     admin
-        .create_table(path, &descriptor, false)
+        .create_database(&path.database, &DatabaseDescriptor::default(), true)
+        .await
+        .expect("create database");
+    admin
+        .create_table(path, descriptor, false)
         .await
         .expect("create table");
-    client.table_info(path).await.expect("table info")
+    admin.table_info(path).await.expect("table info")
 }
 
 /// Creates database `path.database` (if needed) and the log table `path`
@@ -306,15 +315,7 @@ pub async fn create_partitioned_table(
         Default::default(),
     )
     .expect("descriptor");
-    admin
-        .create_database(&path.database, &DatabaseDescriptor::default(), true)
-        .await
-        .expect("create database");
-    admin
-        .create_table(path, &descriptor, false)
-        .await
-        .expect("create table");
-    admin.table_info(path).await.expect("table info")
+    create_described_table(admin, path, &descriptor).await
 }
 
 /// Reads every bucket of one partition of `table` from offset 0 until
