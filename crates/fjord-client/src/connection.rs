@@ -1,15 +1,30 @@
 //! One TCP connection to one server, multiplexing requests by request id.
 //!
-//! Requests are written under a lock on the write half (one lock per
-//! request, i.e. per batch on the write path, never per record); a reader
-//! task cuts response frames out of the socket and completes the waiting
-//! request by id. A server-failure frame or a closed socket fails every
-//! request still waiting, so no caller hangs on a dead connection.
+//! Write order: every request frame takes a *turn*, its place in the
+//! connection's write queue, and is written once the frame before it is
+//! done with the socket (written, failed, or given up). [`ServerConnection::send`]
+//! takes its turn when first polled, so requests sent one after another by
+//! one task reach the server in that order. [`ServerConnection::queue_produce_log`]
+//! takes its turn when called and returns a future that writes later: the
+//! writer's sender queues a leader's requests in sequence order without
+//! awaiting the socket, so a leader that stops reading delays only the
+//! frames queued to it, not the sender's other leaders. A turn is a
+//! oneshot channel per request (never per record); the queue is a chain
+//! of them, one link per frame waiting, as long as its callers' own bound
+//! (the writer's in-flight batches).
+//!
+//! The frame is written under a lock on the write half (uncontended: only
+//! the turn's holder takes it); a reader task cuts response frames out of
+//! the socket and completes the waiting request by id. A server-failure
+//! frame or a closed socket fails every request still waiting, so no caller
+//! hangs on a dead connection.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::io::IoSlice;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use fjord_proto::chunks::{advance, next_slices, IOV_MAX_CHUNKS};
@@ -52,6 +67,9 @@ struct Inner {
     writer: tokio::sync::Mutex<WriteSide>,
     pending: Mutex<Pending>,
     next_request_id: AtomicI32,
+    /// The end of the write queue: the receiving side of the last turn
+    /// taken, which resolves when that frame is done with the socket.
+    last_turn: Mutex<Option<oneshot::Receiver<()>>>,
     /// The response reader task, stopped when the connection is abandoned
     /// (its socket then closes once the last handle is dropped).
     reader: Mutex<Option<tokio::task::AbortHandle>>,
@@ -86,6 +104,7 @@ impl ServerConnection {
             }),
             pending: Mutex::new(Some(HashMap::new())),
             next_request_id: AtomicI32::new(0),
+            last_turn: Mutex::new(None),
             reader: Mutex::new(None),
         });
         let reader_inner = Arc::clone(&inner);
@@ -140,11 +159,70 @@ impl ServerConnection {
         &self,
         request: pb::ProduceLogRequest,
     ) -> Result<PendingResponse> {
-        self.send_frame(ApiKey::ProduceLog, |buf, header, chunks| {
-            encode_produce_log_request_chunks(buf, header, request, chunks)
-                .map_err(|e| e.to_string())
-        })
-        .await
+        let turn = self.take_turn(false);
+        self.write_frame(turn, ApiKey::ProduceLog, produce_log_frame(request))
+            .await
+    }
+
+    /// Queues a ProduceLog request (written as
+    /// [`ServerConnection::send_produce_log`] writes it) without waiting
+    /// for the socket: its place in the write order is taken now, so frames
+    /// queued one after another reach the server in that order whenever
+    /// their futures run. The returned future writes the frame once every
+    /// frame queued before it is done, and must be driven (spawned) or
+    /// dropped: until then it holds up the frames queued after it.
+    ///
+    /// A frame not written within `write_timeout` (waiting for its turn
+    /// included) fails with a retriable [`ClientError::Io`] (`TimedOut`).
+    /// A queued frame given up before it is wholly written — timed out, or
+    /// its future dropped — abandons the connection before the next frame
+    /// may go: every later frame then fails at once instead of overtaking
+    /// it, every waiting request fails, and the pool reconnects.
+    pub fn queue_produce_log(
+        &self,
+        request: pb::ProduceLogRequest,
+        write_timeout: Duration,
+    ) -> impl Future<Output = Result<PendingResponse>> + Send + 'static {
+        let turn = self.take_turn(true);
+        let connection = self.clone();
+        async move {
+            let write =
+                connection.write_frame(turn, ApiKey::ProduceLog, produce_log_frame(request));
+            match tokio::time::timeout(write_timeout, write).await {
+                Ok(written) => written,
+                // Dropping the write (and its turn) abandoned the connection.
+                Err(_) => {
+                    Err(ClientError::Io {
+                        addr: connection.inner.addr.clone(),
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            format!(
+                                "the ProduceLog frame was not written within {} ms (the server is not reading)",
+                                write_timeout.as_millis()
+                            ),
+                        ),
+                    })
+                }
+            }
+        }
+    }
+
+    /// Takes the next place in the connection's write order; `strict`:
+    /// giving it up before the frame is written abandons the connection
+    /// (see [`Turn`]).
+    fn take_turn(&self, strict: bool) -> Turn {
+        let (done, next) = oneshot::channel();
+        let after = self
+            .inner
+            .last_turn
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(next);
+        Turn {
+            after,
+            done: Some(done),
+            strict: strict.then(|| Arc::clone(&self.inner)),
+        }
     }
 
     /// Takes the next request id and registers its answer's slot.
@@ -161,23 +239,27 @@ impl ServerConnection {
         }
     }
 
-    /// Writes `request` to the socket now and returns the handle its answer
-    /// arrives on. Requests sent one after another by one task reach the
-    /// server in that order, which a pipelining writer relies on (its
-    /// batches of one bucket must append in sequence order).
+    /// Writes `request` to the socket (after the frames queued before it)
+    /// and returns the handle its answer arrives on. Requests sent one after
+    /// another by one task reach the server in that order.
     pub async fn send<Req: Message>(&self, api: ApiKey, request: &Req) -> Result<PendingResponse> {
-        self.send_frame(api, |buf, header, _| {
+        let turn = self.take_turn(false);
+        self.write_frame(turn, api, |buf, header, _| {
             encode_request(buf, header, request).map_err(|e| e.to_string())
         })
         .await
     }
 
-    /// Registers a request of `api`, has `encode` lay out its frame — whole
-    /// in `buf`, or as `chunks` written in order (vectored) — and writes it
-    /// under the connection's write lock. A frame written only in part
-    /// abandons the connection ([`PartialFrameGuard`]).
-    async fn send_frame(
+    /// Waits for `turn`, registers a request of `api`, has `encode` lay out
+    /// its frame — whole in `buf`, or as `chunks` written in order
+    /// (vectored) — and writes it under the connection's write lock, then
+    /// releases the turn. A frame written only in part abandons the
+    /// connection ([`PartialFrameGuard`]). Registering under the lock, once
+    /// it is this frame's turn, leaves nothing behind when the caller gives
+    /// up while waiting, and sees a connection a torn frame abandoned.
+    async fn write_frame(
         &self,
+        mut turn: Turn,
         api: ApiKey,
         encode: impl FnOnce(
             &mut BytesMut,
@@ -185,14 +267,20 @@ impl ServerConnection {
             &mut Vec<Bytes>,
         ) -> std::result::Result<(), String>,
     ) -> Result<PendingResponse> {
-        let (request_id, rx) = self.register(api)?;
-        let header = RequestHeader {
-            api_key: api.id(),
-            api_version: api.served_versions().map_or(0, |v| v.max),
-            request_id,
-        };
-        {
+        turn.wait().await;
+        // A frame given up mid-write may still hold the lock of a connection
+        // already abandoned: fail now rather than wait for it.
+        if self.is_closed() {
+            return Err(self.closed(api));
+        }
+        let rx = {
             let mut write = self.inner.writer.lock().await;
+            let (request_id, rx) = self.register(api)?;
+            let header = RequestHeader {
+                api_key: api.id(),
+                api_version: api.served_versions().map_or(0, |v| v.max),
+                request_id,
+            };
             let WriteSide {
                 socket,
                 buf,
@@ -202,6 +290,8 @@ impl ServerConnection {
             chunks.clear();
             if let Err(e) = encode(buf, header, chunks) {
                 self.inner.forget(request_id);
+                // Refused for good, nothing written: the next frame may go.
+                turn.release();
                 return Err(ClientError::Invalid(e));
             }
             let frame = PartialFrameGuard::arm(&self.inner);
@@ -219,7 +309,10 @@ impl ServerConnection {
                 });
             }
             frame.disarm();
-        }
+            rx
+        };
+        // The next frame's turn begins once this one is on the socket.
+        turn.release();
         Ok(PendingResponse {
             connection: self.clone(),
             api,
@@ -342,6 +435,63 @@ impl Inner {
         };
         for (_, sender) in map.into_iter().flatten() {
             let _ = sender.send(Err(reason.clone()));
+        }
+    }
+}
+
+/// Lays out a ProduceLog request's frame with its batches as chunks.
+fn produce_log_frame(
+    request: pb::ProduceLogRequest,
+) -> impl FnOnce(&mut BytesMut, RequestHeader, &mut Vec<Bytes>) -> std::result::Result<(), String> {
+    move |buf, header, chunks| {
+        encode_produce_log_request_chunks(buf, header, request, chunks).map_err(|e| e.to_string())
+    }
+}
+
+/// One frame's place in its connection's write order. Released when the
+/// frame is written ([`Turn::release`]) or the turn is dropped (the frame
+/// failed or was given up), which lets the next frame go.
+///
+/// A strict turn (a queued frame's) dropped unreleased abandons the
+/// connection first, so a frame queued after one that was given up is
+/// never written after the frames before it: queued frames keep their
+/// order or fail.
+struct Turn {
+    /// The previous frame's turn: resolves (its sender dropped) when that
+    /// frame is done with the socket. `None` for the first frame.
+    after: Option<oneshot::Receiver<()>>,
+    /// Held until this frame is done; dropping it releases the next frame.
+    done: Option<oneshot::Sender<()>>,
+    /// For a strict turn, the connection to abandon if it is dropped
+    /// unreleased.
+    strict: Option<Arc<Inner>>,
+}
+
+impl Turn {
+    /// Waits until every frame queued before this one is done.
+    async fn wait(&mut self) {
+        if let Some(previous) = self.after.take() {
+            // Nothing is ever sent: the previous turn ends by being dropped.
+            let _ = previous.await;
+        }
+    }
+
+    /// This frame is done with the socket: the next one may go.
+    fn release(&mut self) {
+        self.done = None;
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        // Runs before the fields drop, so the abandonment happens before
+        // `done` releases the next frame.
+        if let (Some(_), Some(inner)) = (&self.done, &self.strict) {
+            inner.abandon(ErrorCode::NetworkException.with_message(format!(
+                "a queued request frame to {} was given up before it was written; \
+                 the connection is closed so that no later frame overtakes it",
+                inner.addr
+            )));
         }
     }
 }

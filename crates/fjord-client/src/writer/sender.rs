@@ -10,6 +10,28 @@
 //! Ordering: a bucket's batches are sent in sequence order; after a retry
 //! the bucket sends one batch at a time until the retried ones are
 //! acknowledged, so the server sees the sequences in order again.
+//!
+//! The sender never waits for a socket. It queues each request on its
+//! leader's connection ([`ServerConnection::queue_produce_log`], which
+//! takes the request's place in that connection's write order at once)
+//! and spawns the rest — the write, then the wait for the answer — as one
+//! task per request. So a bucket's requests reach the server in the order
+//! the sender issued them, while a leader that stops reading its socket
+//! (overloaded, paused, a half-dead network) holds up only the requests
+//! queued to it: the other leaders' batches keep flowing. Frames queued
+//! per connection need no bound of their own: each request carries at
+//! least one in-flight batch, so they are at most the in-flight batches
+//! (`max-inflight-requests-per-bucket` per bucket, and buffer memory). A
+//! frame not written within the request timeout plus `ANSWER_GRACE`
+//! abandons its connection and fails its batches as retriable, as does an
+//! answer that does not come within the same time after the write.
+//!
+//! Why per-request tasks rather than a writer task per connection: the
+//! write stays in the caller's future, so a timeout or a writer shut down
+//! cancels it where it is ([`crate::connection`]'s partial-frame guard
+//! abandons a torn connection), no task has to be started, stopped or
+//! fed per connection, and the other users of a connection (metadata,
+//! admin, scanner) share the same write order.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
@@ -39,9 +61,10 @@ use crate::writer::{BatchAck, Shared, WriterConfig};
 pub(crate) const RETRY_BACKOFF_INITIAL: Duration = Duration::from_millis(50);
 /// Longest back-off between two sends of a batch.
 pub(crate) const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(1);
-/// Client-side wait for a produce answer beyond the request's server-side
-/// timeout, so a server that never answers fails the request (retriable)
-/// instead of hanging the writer.
+/// Client-side wait beyond the request's server-side timeout, once for a
+/// produce request's frame to be written and again for its answer, so a
+/// server that never reads or never answers fails the request (retriable)
+/// instead of holding its batches forever.
 const ANSWER_GRACE: Duration = Duration::from_secs(5);
 
 /// One bucket's queue and in-flight state.
@@ -246,15 +269,14 @@ impl Sender {
                 if !request_batches.is_empty()
                     && request_bytes + batch.bytes.len() > self.config.request_max_size_bytes
                 {
-                    self.send_request(connection.clone(), std::mem::take(&mut request_batches))
-                        .await;
+                    self.send_request(connection.clone(), std::mem::take(&mut request_batches));
                     request_bytes = 0;
                 }
                 request_bytes += batch.bytes.len();
                 request_batches.push(batch);
             }
             if !request_batches.is_empty() {
-                self.send_request(connection, request_batches).await;
+                self.send_request(connection, request_batches);
             }
         }
     }
@@ -277,7 +299,10 @@ impl Sender {
         Ok(route.leader(key.1).clone())
     }
 
-    async fn send_request(&mut self, connection: ServerConnection, batches: Vec<EncodedBatch>) {
+    /// Queues one request on `connection` (its place in the write order is
+    /// taken here, on the sender task) and spawns its write and the wait
+    /// for its answer; never waits itself.
+    fn send_request(&mut self, connection: ServerConnection, batches: Vec<EncodedBatch>) {
         let buckets_req = batches
             .iter()
             .map(|b| pb::PbProduceLogReqForBucket {
@@ -296,15 +321,12 @@ impl Sender {
             buckets_req,
         };
         let wait = self.config.request_timeout + ANSWER_GRACE;
-        // The frame is written here, by the sender task, so the requests of
-        // one bucket reach the server in sequence order; only the wait for
-        // the answer runs in its own task.
-        let sent = match tokio::time::timeout(wait, connection.send_produce_log(request)).await {
-            Ok(sent) => sent,
-            Err(_) => Err(no_answer(&connection, wait)),
-        };
+        // Queued now, in the order the sender issues requests, so a
+        // bucket's requests reach the server in sequence order; written by
+        // the task, so a stalled socket holds up only this connection.
+        let write = connection.queue_produce_log(request, wait);
         self.requests.spawn(async move {
-            let result = match sent {
+            let result = match write.await {
                 Err(e) => Err(e),
                 Ok(pending) => {
                     match tokio::time::timeout(wait, pending.wait::<pb::ProduceLogResponse>()).await

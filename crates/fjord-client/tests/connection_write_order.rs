@@ -1,0 +1,214 @@
+//! The write order of [`ServerConnection::queue_produce_log`]: frames reach
+//! the server in the order they were queued, whenever their futures run,
+//! and a frame that could not be written in time abandons the connection
+//! rather than let a frame queued after it overtake it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Waker};
+use std::time::Duration;
+
+use bytes::Bytes;
+use fjord_client::{ClientError, ServerConnection};
+use fjord_proto::messages::{PbProduceLogReqForBucket, ProduceLogRequest};
+use prost::Message;
+use tokio::io::AsyncReadExt;
+use tokio::net::{TcpListener, TcpStream};
+
+/// Records of a request far larger than loopback socket buffers hold (a few
+/// MiB), so its write stalls while the peer does not read.
+const STALLED_RECORDS_BYTES: usize = 32 << 20;
+/// Write timeout of a frame the test expects to time out: it can never be
+/// written, so the value only sets how long the test takes.
+const SHORT_WRITE_TIMEOUT: Duration = Duration::from_millis(300);
+/// Outer bound of every wait: turns a hang into a failure, asserts no timing.
+const HANG: Duration = Duration::from_secs(60);
+
+fn request(bucket_id: i32, records: Bytes) -> ProduceLogRequest {
+    ProduceLogRequest {
+        acks: -1,
+        table_id: 1,
+        timeout_ms: 30_000,
+        buckets_req: vec![PbProduceLogReqForBucket {
+            partition_id: None,
+            bucket_id,
+            records,
+            original_partition_name: None,
+            routing_bucket_count: None,
+        }],
+    }
+}
+
+/// Reads one ProduceLog request frame and returns its bucket id.
+async fn read_bucket(socket: &mut TcpStream) -> std::io::Result<i32> {
+    let length = socket.read_u32().await?;
+    let mut frame = vec![0u8; length as usize];
+    socket.read_exact(&mut frame).await?;
+    // api key (2), api version (2), request id (4), then the body.
+    let body = ProduceLogRequest::decode(&frame[8..]).map_err(std::io::Error::other)?;
+    Ok(body.buckets_req[0].bucket_id)
+}
+
+/// Whether `future` is still pending (polled once, without waiting).
+fn is_pending<F: Future>(future: Pin<&mut F>) -> bool {
+    let mut cx = Context::from_waker(Waker::noop());
+    future.poll(&mut cx).is_pending()
+}
+
+async fn connected_pair() -> (ServerConnection, TcpStream) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    let connection = ServerConnection::connect(&addr).await.expect("connect");
+    let (peer, _) = listener.accept().await.expect("accept");
+    (connection, peer)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_frames_reach_the_server_in_queue_order_whichever_future_runs_first() {
+    let (connection, mut peer) = connected_pair().await;
+    let first = connection.queue_produce_log(request(0, Bytes::from_static(b"a")), HANG);
+    let second = connection.queue_produce_log(request(1, Bytes::from_static(b"b")), HANG);
+    let mut third =
+        Box::pin(connection.queue_produce_log(request(2, Bytes::from_static(b"c")), HANG));
+    // The last frame queued runs first: it must wait for the two before it.
+    assert!(
+        is_pending(third.as_mut()),
+        "the third frame was written before the two queued ahead of it"
+    );
+    let third = tokio::spawn(third);
+    let second = tokio::spawn(second);
+    let first = tokio::spawn(first);
+    for task in [third, second, first] {
+        tokio::time::timeout(HANG, task)
+            .await
+            .expect("written")
+            .expect("task")
+            .expect("the frame is written");
+    }
+    let mut order = Vec::new();
+    for _ in 0..3 {
+        order.push(
+            tokio::time::timeout(HANG, read_bucket(&mut peer))
+                .await
+                .expect("frame arrives")
+                .expect("whole frame"),
+        );
+    }
+    assert_eq!(order, [0, 1, 2], "frames in the order they were queued");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frame_not_written_in_time_abandons_the_connection_and_nothing_queued_after_it_is_written(
+) {
+    let (connection, mut peer) = connected_pair().await;
+    // The peer reads nothing: the first frame's write stalls.
+    let stalled = connection.queue_produce_log(
+        request(0, Bytes::from(vec![7u8; STALLED_RECORDS_BYTES])),
+        SHORT_WRITE_TIMEOUT,
+    );
+    let marker: &'static [u8] = b"must-not-overtake";
+    let queued_after = connection.queue_produce_log(request(1, Bytes::from_static(marker)), HANG);
+    let stalled = tokio::spawn(stalled);
+    let queued_after = tokio::spawn(queued_after);
+
+    let stalled = tokio::time::timeout(HANG, stalled)
+        .await
+        .expect("the stalled write gives up")
+        .expect("task");
+    match stalled {
+        Err(e @ ClientError::Io { .. }) => assert!(e.is_retriable(), "{e}"),
+        Err(e) => panic!("expected a retriable I/O timeout, got {e:?}"),
+        Ok(_) => panic!("the peer never read the stalled frame"),
+    }
+    let after = tokio::time::timeout(HANG, queued_after)
+        .await
+        .expect("the frame queued after it fails instead of waiting forever")
+        .expect("task");
+    assert!(
+        matches!(after, Err(ClientError::ConnectionClosed { .. })),
+        "the frame queued behind a timed-out one must not be written: {:?}",
+        after.err()
+    );
+    assert!(connection.is_closed(), "the pool must reconnect");
+
+    // Everything the peer ever got: part of the stalled frame, never the
+    // later one.
+    drop(connection);
+    let mut received = Vec::new();
+    tokio::time::timeout(HANG, peer.read_to_end(&mut received))
+        .await
+        .expect("the abandoned connection closes")
+        .expect("read");
+    assert!(
+        received.len() < 4 + STALLED_RECORDS_BYTES,
+        "the stalled frame was cut"
+    );
+    assert!(
+        !received.windows(marker.len()).any(|w| w == marker),
+        "a frame queued after the stalled one reached the server"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frame_that_times_out_waiting_for_its_turn_abandons_the_connection() {
+    let (connection, mut peer) = connected_pair().await;
+    // A caller without a timeout holds the write: the peer reads nothing.
+    let holder = connection.clone();
+    let holding = tokio::spawn(async move {
+        holder
+            .send_produce_log(request(0, Bytes::from(vec![7u8; STALLED_RECORDS_BYTES])))
+            .await
+    });
+    // Its frame has begun: it holds the turn (the peer reads no more).
+    let mut length = [0u8; 4];
+    tokio::time::timeout(HANG, peer.read_exact(&mut length))
+        .await
+        .expect("the holder's frame begins")
+        .expect("read");
+    let waiting_marker: &'static [u8] = b"gave-up-waiting";
+    let later_marker: &'static [u8] = b"must-not-overtake";
+    let waiting = connection.queue_produce_log(
+        request(1, Bytes::from_static(waiting_marker)),
+        SHORT_WRITE_TIMEOUT,
+    );
+    let later = connection.queue_produce_log(request(2, Bytes::from_static(later_marker)), HANG);
+    let waiting = tokio::spawn(waiting);
+    let later = tokio::spawn(later);
+
+    let waited = tokio::time::timeout(HANG, waiting)
+        .await
+        .expect("the waiting frame gives up")
+        .expect("task");
+    match waited {
+        Err(e @ ClientError::Io { .. }) => assert!(e.is_retriable(), "{e}"),
+        Err(e) => panic!("expected a retriable I/O timeout, got {e:?}"),
+        Ok(_) => panic!("the frame ahead of it never finished"),
+    }
+    // Were the connection kept, this frame would follow the one ahead of
+    // the timed-out frame, overtaking it (or wait forever behind it).
+    let later = tokio::time::timeout(HANG, later)
+        .await
+        .expect("the frame queued after a timed-out one fails instead of waiting")
+        .expect("task");
+    assert!(
+        matches!(later, Err(ClientError::ConnectionClosed { .. })),
+        "{:?}",
+        later.err()
+    );
+    assert!(connection.is_closed(), "the pool must reconnect");
+
+    holding.abort();
+    let _ = holding.await;
+    drop(connection);
+    let mut received = Vec::new();
+    tokio::time::timeout(HANG, peer.read_to_end(&mut received))
+        .await
+        .expect("the abandoned connection closes")
+        .expect("read");
+    for marker in [waiting_marker, later_marker] {
+        assert!(
+            !received.windows(marker.len()).any(|w| w == marker),
+            "a frame behind the stalled one reached the server"
+        );
+    }
+}
