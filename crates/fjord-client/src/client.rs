@@ -178,20 +178,29 @@ impl FlussClient {
     }
 }
 
-/// Connects to the first address that accepts.
+/// Connects to the first address that accepts. When none does the error
+/// is the retriable [`ClientError::Unreachable`] (the servers may come
+/// back), carrying the last address's error; each failure is logged.
 async fn connect_any(pool: &ConnectionPool, bootstrap: &[String]) -> Result<ServerConnection> {
-    let mut failures = Vec::new();
+    let mut last = None;
     for addr in bootstrap {
         match pool.get(addr).await {
             Ok(connection) => return Ok(connection),
             Err(e) => {
                 tracing::warn!(%addr, error = %e, "bootstrap server unavailable; trying the next");
-                failures.push(e.to_string());
+                last = Some(e);
             }
         }
     }
-    Err(ClientError::Invalid(format!(
-        "no bootstrap server reachable: {}",
-        failures.join("; ")
-    )))
+    let Some(last) = last else {
+        return Err(ClientError::Invalid(
+            "no bootstrap server given (expected host:port)".to_owned(),
+        ));
+    };
+    Err(ClientError::Unreachable {
+        what: format!("no bootstrap server reachable ({})", bootstrap.join(", ")),
+        tried: bootstrap.len(),
+        servers: "bootstrap servers",
+        last: Box::new(last),
+    })
 }
