@@ -1,7 +1,9 @@
 //! One writer, two bucket leaders, one of which stops reading its socket:
 //! the healthy leader's batches must still be acknowledged while the other
 //! is stalled, and the stalled batches must fail (retriably) once the
-//! request timeout has passed, not hang.
+//! request timeout has passed, not hang. And when a leader's connection
+//! died and the coordinator stops answering MetaData, the refresh of the
+//! route fails (retriably) instead of holding the writer for ever.
 //!
 //! The cluster: a real in-process server leads bucket [`HEALTHY_BUCKET`];
 //! a listener that reads the first bytes of a request and then nothing
@@ -17,6 +19,7 @@ mod support;
 use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Waker};
 use std::time::Duration;
@@ -28,6 +31,7 @@ use fjord_client::bucket::{BatchBuckets, BucketAssigner, NoKeyAssigner};
 use fjord_client::writer::config::{OPT_ENABLE_IDEMPOTENCE, OPT_REQUEST_TIMEOUT, OPT_RETRIES};
 use fjord_client::{FlussClient, TableInfo, TablePath, WriterConfig};
 use fjord_proto::messages as pb;
+use fjord_proto::ErrorCode;
 use prost::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -58,17 +62,26 @@ const STALLED_ROW_TEXT_BYTES: usize = 1024;
 /// Server-side produce timeout: the stalled frame's write fails this plus
 /// the sender's 5 s grace after it began. Long enough that the healthy
 /// batch is acknowledged well before, on a loaded machine too.
-const REQUEST_TIMEOUT: &str = "3s";
+const REQUEST_TIMEOUT: &str = "5s";
 /// Outer bound of every wait: turns a hang into a failure, asserts no timing.
 const HANG: Duration = Duration::from_secs(120);
+
+/// How the node leading [`STALLED_BUCKET`] behaves.
+#[derive(Clone, Copy)]
+enum Node {
+    /// Reads the first request header of a connection, then nothing more.
+    StopsReading,
+    /// Closes a connection once the first request header arrived.
+    Closes,
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_that_stops_reading_does_not_delay_the_other_leaders_batches() {
     let server = TestServer::start().await;
-    let (stall_addr, mut stalled_frames) = start_stall_node().await;
-    let proxy_addr = start_metadata_proxy(server.addr.clone(), stall_addr.clone()).await;
+    let (stall_addr, mut stalled_frames) = start_node(Node::StopsReading).await;
+    let proxy = start_metadata_proxy(server.addr.clone(), stall_addr.clone()).await;
 
-    let client = FlussClient::connect(&[proxy_addr])
+    let client = FlussClient::connect(&[proxy.addr])
         .await
         .expect("client connects");
     let path = TablePath::new("stall", "two_leaders");
@@ -135,6 +148,76 @@ async fn a_leader_that_stops_reading_does_not_delay_the_other_leaders_batches() 
     server.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_that_stops_answering_fails_the_route_refresh_instead_of_holding_the_writer()
+{
+    let server = TestServer::start().await;
+    let (closing_addr, mut frames) = start_node(Node::Closes).await;
+    let proxy = start_metadata_proxy(server.addr.clone(), closing_addr).await;
+    let client = FlussClient::connect(&[proxy.addr])
+        .await
+        .expect("client connects");
+    let path = TablePath::new("stall", "silent_coordinator");
+    let table = create_bucketed_table(&client, &path, id_text_schema(), 2, &["id"], "NONE").await;
+    let options = [
+        (OPT_REQUEST_TIMEOUT, "1s"),
+        (OPT_RETRIES, "0"),
+        (OPT_ENABLE_IDEMPOTENCE, "false"),
+    ];
+    let config = WriterConfig::from_options(options.iter().copied()).expect("valid options");
+    let mut writer = client.append_writer(&path, config).await.expect("writer");
+    let schema = writer.arrow_schema().clone();
+
+    // The closing node drops its connection: the route is now stale.
+    let lost = writer
+        .append_batch(batch(
+            &schema,
+            id_in_bucket(&table, &schema, STALLED_BUCKET),
+            "lost",
+            1,
+        ))
+        .await
+        .expect("append");
+    let error = tokio::time::timeout(HANG, lost)
+        .await
+        .expect("the batch to the closing node completes")
+        .expect_err("the closing node never answers");
+    assert!(error.is_retriable(), "{error}");
+    let seen = tokio::time::timeout(HANG, frames.recv()).await;
+    assert!(
+        matches!(seen, Ok(Some(PRODUCE_LOG))),
+        "the closing node saw the request"
+    );
+    writer
+        .flush()
+        .await
+        .expect_err("flush reports the lost batch");
+
+    // The next batch needs fresh leaders, and the coordinator is silent.
+    proxy.swallow_metadata.store(true, Ordering::SeqCst);
+    let next = writer
+        .append_batch(batch(
+            &schema,
+            id_in_bucket(&table, &schema, HEALTHY_BUCKET),
+            "next",
+            1,
+        ))
+        .await
+        .expect("append");
+    let error = tokio::time::timeout(HANG, next)
+        .await
+        .expect("the batch fails once the refresh times out, instead of waiting for ever")
+        .expect_err("no leaders could be learned");
+    assert!(error.is_retriable(), "{error}");
+    assert_eq!(
+        error.error_code(),
+        Some(ErrorCode::RequestTimeOut),
+        "{error}"
+    );
+    drop(writer);
+    server.stop().await;
+}
+
 /// `rows` rows `(id, text)`: one Arrow batch of the table's schema.
 fn batch(schema: &SchemaRef, id: i64, text: &str, rows: usize) -> RecordBatch {
     let ids: Int64Array = std::iter::repeat_n(Some(id), rows).collect();
@@ -161,10 +244,10 @@ fn is_pending<F: Future + Unpin>(future: &mut F) -> bool {
     Pin::new(future).poll(&mut cx).is_pending()
 }
 
-/// A server that accepts connections, reads the first request header of
-/// each (reporting its api key), then reads nothing more while keeping the
-/// connection open. Returns its address and the reports.
-async fn start_stall_node() -> (String, mpsc::UnboundedReceiver<i16>) {
+/// A server that accepts connections and reads the first request header of
+/// each (reporting its api key), then behaves as `node` says. Returns its
+/// address and the reports.
+async fn start_node(node: Node) -> (String, mpsc::UnboundedReceiver<i16>) {
     let socket = TcpSocket::new_v4().expect("socket");
     socket
         .set_recv_buffer_size(STALL_RECV_BUFFER_BYTES)
@@ -186,8 +269,10 @@ async fn start_stall_node() -> (String, mpsc::UnboundedReceiver<i16>) {
                 if stream.read_exact(&mut header).await.is_ok() {
                     let _ = tx.send(i16::from_be_bytes([header[4], header[5]]));
                 }
-                // Keep the socket open (unread) until the node stops.
-                let _ = done_rx.await;
+                if let Node::StopsReading = node {
+                    // Keep the socket open (unread) until the node stops.
+                    let _ = done_rx.await;
+                }
                 drop(stream);
             });
             held.push(done_tx);
@@ -196,12 +281,22 @@ async fn start_stall_node() -> (String, mpsc::UnboundedReceiver<i16>) {
     (addr, rx)
 }
 
+/// The proxy in front of the real server.
+struct MetadataProxy {
+    /// Where clients bootstrap from.
+    addr: String,
+    /// Set: MetaData requests are swallowed (never forwarded nor answered).
+    swallow_metadata: Arc<AtomicBool>,
+}
+
 /// A proxy in front of the server at `upstream` that rewrites its MetaData
-/// answers: the stall node at `stall_addr` joins the tablet servers and
-/// leads [`STALLED_BUCKET`] of every table. Returns its address.
-async fn start_metadata_proxy(upstream: String, stall_addr: String) -> String {
+/// answers: the node at `stall_addr` joins the tablet servers and leads
+/// [`STALLED_BUCKET`] of every table.
+async fn start_metadata_proxy(upstream: String, stall_addr: String) -> MetadataProxy {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("proxy binds");
     let addr = listener.local_addr().expect("addr").to_string();
+    let swallow_metadata = Arc::new(AtomicBool::new(false));
+    let swallow = Arc::clone(&swallow_metadata);
     let stall_port: i32 = stall_addr
         .rsplit(':')
         .next()
@@ -219,6 +314,7 @@ async fn start_metadata_proxy(upstream: String, stall_addr: String) -> String {
                 client_read,
                 server_write,
                 Arc::clone(&metadata_ids),
+                Arc::clone(&swallow),
             ));
             tokio::spawn(forward_answers(
                 server_read,
@@ -228,7 +324,10 @@ async fn start_metadata_proxy(upstream: String, stall_addr: String) -> String {
             ));
         }
     });
-    addr
+    MetadataProxy {
+        addr,
+        swallow_metadata,
+    }
 }
 
 /// Reads one frame (4-byte big-endian length, then the body); `None` at EOF.
@@ -239,15 +338,20 @@ async fn read_frame(stream: &mut OwnedReadHalf) -> Option<Bytes> {
     Some(Bytes::from(body))
 }
 
-/// Client to server, unchanged, noting the request ids of MetaData requests.
+/// Client to server, unchanged, noting the request ids of MetaData requests
+/// (or dropping them while `swallow` is set).
 async fn forward_requests(
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
     metadata_ids: Arc<Mutex<HashSet<i32>>>,
+    swallow: Arc<AtomicBool>,
 ) {
     // Request: api_key i16 | api_version i16 | request_id i32 | body.
     while let Some(frame) = read_frame(&mut from).await {
         if frame.len() >= 8 && i16::from_be_bytes([frame[0], frame[1]]) == METADATA {
+            if swallow.load(Ordering::SeqCst) {
+                continue;
+            }
             let id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
             metadata_ids.lock().expect("ids").insert(id);
         }

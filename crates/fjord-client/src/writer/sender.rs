@@ -26,6 +26,13 @@
 //! abandons its connection and fails its batches as retriable, as does an
 //! answer that does not come within the same time after the write.
 //!
+//! What the sender still awaits itself: a route refresh (MetaData from the
+//! coordinator, connecting to new leaders) when a partition has no route or
+//! one of its leader connections died. It is bounded by the same timeout
+//! and tried once per partition per round, so a silent coordinator delays
+//! every leader by at most that much per round, and fails the batches
+//! (retriable) rather than holding them.
+//!
 //! Why per-request tasks rather than a writer task per connection: the
 //! write stays in the caller's future, so a timeout or a writer shut down
 //! cancels it where it is ([`crate::connection`]'s partial-frame guard
@@ -244,8 +251,18 @@ impl Sender {
     /// requests of at most `request-max-size` bytes.
     async fn send_round(&mut self, round: Vec<EncodedBatch>) {
         let mut per_leader: Vec<(ServerConnection, Vec<EncodedBatch>)> = Vec::new();
+        // Partitions whose route could not be refreshed in this round: their
+        // other batches fail with the same error instead of waiting for
+        // another refresh each (allocated only when a refresh fails).
+        let mut unrouted: Vec<(Option<i64>, ClientError)> = Vec::new();
         for batch in round {
-            let leader = match self.leader(batch.key).await {
+            let routed = match unrouted.iter().find(|(p, _)| *p == batch.key.0) {
+                Some((_, e)) => Err(e.duplicate()),
+                None => self.refresh_if_stale(batch.key.0).await.inspect_err(|e| {
+                    unrouted.push((batch.key.0, e.duplicate()));
+                }),
+            };
+            let leader = match routed.and_then(|()| self.leader(batch.key)) {
                 Ok(leader) => leader,
                 Err(e) => {
                     // Counted in flight by `dispatch`, but never sent.
@@ -281,13 +298,44 @@ impl Sender {
         }
     }
 
-    async fn leader(&mut self, key: BucketKey) -> Result<ServerConnection> {
-        let stale = self.routes.get(&key.0).is_none_or(|r| r.is_stale());
-        if stale {
-            let route = self.client.refresh_route(&self.table, key.0).await?;
-            self.routes.insert(key.0, route);
+    /// Refreshes the route of `partition` when there is none or a leader
+    /// connection of it died. Bounded by the request timeout plus
+    /// [`ANSWER_GRACE`]: a coordinator that stops answering fails the
+    /// refresh (retriable) instead of holding the sender, and so every
+    /// leader's batches, for ever.
+    async fn refresh_if_stale(&mut self, partition: Option<i64>) -> Result<()> {
+        let stale = self.routes.get(&partition).is_none_or(|r| r.is_stale());
+        if !stale {
+            return Ok(());
         }
-        let route = &self.routes[&key.0];
+        let wait = self.config.request_timeout + ANSWER_GRACE;
+        let refresh = self.client.refresh_route(&self.table, partition);
+        let route = match tokio::time::timeout(wait, refresh).await {
+            Ok(route) => route?,
+            Err(_) => {
+                return Err(ClientError::Server {
+                    api: ApiKey::MetaData.name(),
+                    error: ErrorCode::RequestTimeOut.with_message(format!(
+                        "no leaders for {} (partition {partition:?}) within {} ms",
+                        self.table.path,
+                        wait.as_millis()
+                    )),
+                })
+            }
+        };
+        self.routes.insert(partition, route);
+        Ok(())
+    }
+
+    /// The leader of `key`'s bucket on the route [`Sender::refresh_if_stale`]
+    /// made sure of.
+    fn leader(&self, key: BucketKey) -> Result<ServerConnection> {
+        let Some(route) = self.routes.get(&key.0) else {
+            return Err(ClientError::Invalid(format!(
+                "no route for {} (partition {:?})",
+                self.table.path, key.0
+            )));
+        };
         if key.1 < 0 || key.1 >= route.bucket_count() {
             return Err(ClientError::Invalid(format!(
                 "bucket {} out of range: {} has {} buckets",
