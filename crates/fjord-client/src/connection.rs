@@ -197,7 +197,7 @@ impl ServerConnection {
                         source: std::io::Error::new(
                             std::io::ErrorKind::TimedOut,
                             format!(
-                                "the ProduceLog frame was not written within {} ms (the server is not reading)",
+                                "the ProduceLog frame was not written within {} ms (the connection did not drain)",
                                 write_timeout.as_millis()
                             ),
                         ),
