@@ -25,8 +25,8 @@ use arrow_array::{
     RecordBatch, RecordBatchOptions, StringArray,
 };
 use arrow_buffer::{
-    ArrowNativeType, BooleanBufferBuilder, Buffer, MutableBuffer, NullBufferBuilder, OffsetBuffer,
-    ScalarBuffer,
+    ArrowNativeType, BooleanBufferBuilder, Buffer, MutableBuffer, NullBuffer, NullBufferBuilder,
+    OffsetBuffer, ScalarBuffer,
 };
 use arrow_schema::{DataType as ArrowType, Field, SchemaRef, TimeUnit};
 
@@ -223,10 +223,10 @@ impl Column {
         match self.kind {
             ColumnKind::Boolean => self.bits.reserve(rows),
             ColumnKind::Utf8 | ColumnKind::Binary => {
-                self.offsets.reserve(rows * 4);
-                self.values.reserve(var_bytes);
+                make_room(&mut self.offsets, rows * 4);
+                make_room(&mut self.values, var_bytes);
             }
-            kind => self.values.reserve(rows * kind.value_bytes()),
+            kind => make_room(&mut self.values, rows * kind.value_bytes()),
         }
     }
 
@@ -661,12 +661,7 @@ impl Column {
                     primitive::<TimestampNanosecondType>(values, rows, nulls, data_type)
                 }
             },
-            ColumnKind::Utf8 => {
-                let offsets = OffsetBuffer::new(ScalarBuffer::new(offsets, 0, rows + 1));
-                let array = StringArray::try_new(offsets, values, nulls)
-                    .map_err(|e| invalid_column(field, &e.to_string()))?;
-                Arc::new(array)
-            }
+            ColumnKind::Utf8 => Arc::new(string_array(field, offsets, values, nulls, rows)?),
             ColumnKind::Binary => {
                 let offsets = OffsetBuffer::new(ScalarBuffer::new(offsets, 0, rows + 1));
                 let array = BinaryArray::try_new(offsets, values, nulls)
@@ -685,6 +680,34 @@ impl Column {
         }
         Ok(array)
     }
+}
+
+/// A finished STRING column's array. Arrow's checked constructor reads
+/// every offset and every byte of text again (UTF-8), about 9 instructions
+/// a row on the user_behavior workload (docs/bench-notes/client.md, "Sixth
+/// pass") for what this builder already guarantees; debug builds (every
+/// test) still check it.
+fn string_array(
+    field: &Field,
+    offsets: Buffer,
+    values: Buffer,
+    nulls: Option<NullBuffer>,
+    rows: usize,
+) -> Result<StringArray> {
+    let offsets = ScalarBuffer::<i32>::new(offsets, 0, rows + 1);
+    if cfg!(debug_assertions) {
+        return StringArray::try_new(OffsetBuffer::new(offsets), values, nulls)
+            .map_err(|e| invalid_column(field, &e.to_string()));
+    }
+    // SAFETY: `StringArray::try_new` would accept these buffers, because
+    // the builder keeps three invariants of a STRING column: the offsets
+    // start at 0 and never fall (each is the data length after a value;
+    // NULLs repeat the last), none passes the data's end (`truncate` cuts
+    // data and offsets together), and the data between two offsets
+    // is a copy of one `&str` (only `Datum::String` reaches a STRING
+    // column), so it is UTF-8 and every offset is on a char boundary.
+    // `ScalarBuffer::new` above checked there are `rows + 1` offsets.
+    Ok(unsafe { StringArray::new_unchecked(OffsetBuffer::new_unchecked(offsets), values, nulls) })
 }
 
 /// Marks row `row` NULL in a lazily filled validity (see `Column::nulls`):
@@ -745,6 +768,35 @@ fn copy_short(dst: &mut [u8], src: &[u8]) {
         }
         _ => dst.copy_from_slice(src),
     }
+}
+
+/// A buffer [`make_room`] replaces because it is too small gets this
+/// fraction (1/4) more than it needs now.
+const ROOM_GROWTH_DIVISOR: usize = 4;
+
+/// Makes room in `buffer` for `additional` more bytes. A buffer too small
+/// is replaced by one of the size needed holding a copy of its contents,
+/// not grown in place: `reserve` reallocates, and a reallocation copies the
+/// whole old capacity (the allocator does not know how much of it is in
+/// use), which for a recycled, empty buffer of a large batch was megabytes
+/// copied for nothing once per batch (docs/bench-notes/client.md, "Sixth
+/// pass").
+fn make_room(buffer: &mut MutableBuffer, additional: usize) {
+    let needed = buffer.len() + additional;
+    if buffer.capacity() >= needed {
+        return;
+    }
+    // A recycled buffer too small means batches are growing: the new one
+    // gets a growth allowance, so that, recycled in turn, it still fits
+    // the next few batches instead of being replaced again.
+    let room = if buffer.capacity() > 0 {
+        needed + needed / ROOM_GROWTH_DIVISOR
+    } else {
+        needed
+    };
+    let mut fresh = MutableBuffer::with_capacity(room);
+    fresh.extend_from_slice(buffer.as_slice());
+    *buffer = fresh;
 }
 
 /// Puts `spare` in place of `buffer` when `buffer` holds nothing and the
@@ -888,6 +940,12 @@ impl RowBatchBuilder {
             last_rows: INITIAL_ROWS,
             last_bytes: 0,
         })
+    }
+
+    /// Estimated bytes ([`RowBatchBuilder::estimated_bytes`]) of the last
+    /// finished batch; 0 before the first.
+    pub fn last_batch_bytes(&self) -> usize {
+        self.last_bytes
     }
 
     /// The schema every finished batch has.

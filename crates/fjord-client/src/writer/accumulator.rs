@@ -44,6 +44,13 @@ const RESERVE_CHUNK_MIN_BYTES: usize = 4 * 1024;
 /// batch.
 pub(crate) const MAX_UNCOMPRESSED_BATCH_BYTES: usize = 64 << 20;
 
+/// A bucket's next batch is presized for at most its last batch plus this
+/// fraction (1/4): enough for a sticky writer's batches, which grow a few
+/// percent a batch while the compression ratio is learned, to fill without
+/// reallocating; small enough that a bucket whose batches are sealed by
+/// time holds little unused room.
+const PRESIZE_GROWTH_MAX_DIVISOR: usize = 4;
+
 /// Compression ratio assumed before the first batch is encoded (1.0: a batch
 /// is sealed at `batch-size` uncompressed bytes, the safe side).
 pub(crate) const INITIAL_COMPRESSION_RATIO: f32 = 1.0;
@@ -660,13 +667,19 @@ fn open_batch(slot: &mut Slot, batch_size: usize, shared: &Shared) -> Result<()>
     slot.seal_at_bytes = seal_threshold(batch_size, shared.ratio(), pool.total_bytes());
     slot.chunk_bytes = (slot.seal_at_bytes / 4).clamp(RESERVE_CHUNK_MIN_BYTES, RESERVE_CHUNK_BYTES);
     // Its memory: a recycled batch's buffers (sized by the batches before),
-    // else room for as many rows as this bucket's last batch had, or for
-    // one reservation step. Not the seal size: many buckets each opening a
-    // batch of that size would hold far more heap than buffer memory
-    // counts; a batch growing past its room reallocates, doubling, a few
-    // times at most.
-    slot.builder
-        .prepare(shared.recycled.take(), slot.chunk_bytes);
+    // with room for the batch it will likely be: the seal size, but at most
+    // PRESIZE_GROWTH_MAX beyond this bucket's last batch (at least one
+    // reservation step). Not the seal size alone: many buckets each opening
+    // a batch of that size would hold far more heap than buffer memory
+    // counts. The growth allowance is what keeps a batch from reallocating
+    // (copying all its rows) while the learned compression ratio still
+    // grows batches from one to the next.
+    let last = slot.builder.last_batch_bytes();
+    let likely = slot
+        .seal_at_bytes
+        .min(last.saturating_add(last / PRESIZE_GROWTH_MAX_DIVISOR))
+        .max(slot.chunk_bytes);
+    slot.builder.prepare(shared.recycled.take(), likely);
     Ok(())
 }
 
@@ -1008,6 +1021,48 @@ mod tests {
         // went in (the batch seals at a quarter of the pool).
         let refused = acc.append_row(None, &[Datum::BigInt(1)], &shared).err();
         assert!(refused.is_none(), "an 8-byte row was refused: {refused:?}");
+    }
+
+    #[test]
+    fn a_batch_larger_than_the_last_as_the_ratio_is_learned_fills_without_reallocating() {
+        let (mut acc, rx) = one_bucket_accumulator_of(
+            Schema::builder()
+                .column("id", DataType::bigint())
+                .column("s", DataType::string())
+                .build()
+                .unwrap(),
+        );
+        acc.batch_size_bytes = 64 << 10;
+        let shared = idle_shared();
+        let fill_one_batch = |acc: &mut Accumulator| {
+            // The builder's allocation after each row of the batch.
+            let mut allocated = Vec::new();
+            for id in 0.. {
+                acc.append_row(None, &[Datum::BigInt(id), Datum::String("cart")], &shared)
+                    .unwrap();
+                if let Ok(sealed) = rx.try_recv() {
+                    return (sealed.batch.num_rows(), allocated);
+                }
+                allocated.push(acc.slot((None, 0)).unwrap().builder.allocated_bytes());
+            }
+            unreachable!()
+        };
+        let (first_rows, _) = fill_one_batch(&mut acc);
+        // The encoder learned a better ratio: the next batch seals a tenth
+        // later, as a sticky writer's batches grow while it learns.
+        shared
+            .ratio_bits
+            .store(0.9f32.to_bits(), std::sync::atomic::Ordering::Relaxed);
+        let (second_rows, allocated) = fill_one_batch(&mut acc);
+        assert!(
+            second_rows > first_rows + first_rows / 20,
+            "{second_rows} rows after {first_rows}"
+        );
+        assert!(
+            allocated.windows(2).all(|w| w[0] == w[1]),
+            "the batch of {second_rows} rows grew its buffers while filling: {:?}",
+            allocated.windows(2).find(|w| w[0] != w[1])
+        );
     }
 
     #[test]

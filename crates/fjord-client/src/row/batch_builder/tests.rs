@@ -555,6 +555,31 @@ fn prepare_makes_room_for_the_expected_batch_in_the_last_batchs_shape() {
 }
 
 #[test]
+fn a_recycled_buffer_too_small_is_replaced_with_room_for_the_next_growing_batches() {
+    let mut builder = builder(&[("id", DataType::bigint()), ("s", DataType::string())]);
+    let ids_of = |batch: &RecordBatch| batch.column(0).to_data().buffers()[0].as_ptr();
+    let first = released_batch(&mut builder, 0, 1_000);
+    let row_bytes = builder.last_batch_bytes() / 1_000;
+    // The next batch is expected a tenth larger than the recycled one's
+    // memory: the buffers are replaced, once, before its rows.
+    builder.prepare(Some(first), 1_100 * row_bytes);
+    let second = released_batch(&mut builder, 0, 1_100);
+    // Another tenth: the replacement's growth allowance holds it, so the
+    // batch after writes into the same memory again.
+    let second_ids = ids_of(&second);
+    builder.prepare(Some(second), 1_210 * row_bytes);
+    let room = builder.allocated_bytes();
+    let third = released_batch(&mut builder, 5_000, 1_210);
+    assert_eq!(
+        ids_of(&third),
+        second_ids,
+        "the third batch took new memory"
+    );
+    assert!(builder.allocated_bytes() <= room);
+    assert_eq!(ids_and_texts(&third)[1_209], (6_209, "s1209".to_owned()));
+}
+
+#[test]
 fn a_batch_written_into_recycled_buffers_holds_exactly_its_own_rows() {
     let mut builder = builder(&[("id", DataType::bigint()), ("s", DataType::string())]);
     let first = released_batch(&mut builder, 0, 1_000);
