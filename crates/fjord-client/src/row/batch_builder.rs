@@ -683,7 +683,7 @@ impl Column {
 }
 
 /// A finished STRING column's array. Arrow's checked constructor reads
-/// every offset and every byte of text again (UTF-8), about 9 instructions
+/// every offset and every byte of text again (UTF-8), about 10 instructions
 /// a row on the user_behavior workload (docs/bench-notes/client.md, "Sixth
 /// pass") for what this builder already guarantees; debug builds (every
 /// test) still check it.
