@@ -1023,15 +1023,20 @@ mod tests {
         assert!(refused.is_none(), "an 8-byte row was refused: {refused:?}");
     }
 
-    #[test]
-    fn a_batch_larger_than_the_last_as_the_ratio_is_learned_fills_without_reallocating() {
-        let (mut acc, rx) = one_bucket_accumulator_of(
+    /// A one-bucket sticky accumulator of `id BIGINT, s STRING`.
+    fn id_text_accumulator() -> (Accumulator, mpsc::Receiver<SealedBatch>) {
+        one_bucket_accumulator_of(
             Schema::builder()
                 .column("id", DataType::bigint())
                 .column("s", DataType::string())
                 .build()
                 .unwrap(),
-        );
+        )
+    }
+
+    #[test]
+    fn a_batch_larger_than_the_last_as_the_ratio_is_learned_fills_without_reallocating() {
+        let (mut acc, rx) = id_text_accumulator();
         acc.batch_size_bytes = 64 << 10;
         let shared = idle_shared();
         let fill_one_batch = |acc: &mut Accumulator| {
@@ -1067,13 +1072,7 @@ mod tests {
 
     #[test]
     fn a_run_of_rows_larger_than_the_ones_before_holds_no_more_heap_than_buffer_memory() {
-        let (mut acc, rx) = one_bucket_accumulator_of(
-            Schema::builder()
-                .column("id", DataType::bigint())
-                .column("s", DataType::string())
-                .build()
-                .unwrap(),
-        );
+        let (mut acc, rx) = id_text_accumulator();
         let mut shared = idle_shared();
         // 4 MiB of buffer memory: batches seal at 1 MiB.
         shared.pool = MemoryPool::new(4 << 20);
