@@ -69,7 +69,7 @@ struct Inner {
     next_request_id: AtomicI32,
     /// The end of the write queue: the receiving side of the last turn
     /// taken, which resolves when that frame is done with the socket.
-    last_turn: Mutex<Option<oneshot::Receiver<()>>>,
+    last_turn: Mutex<Option<TurnEnd>>,
     /// The response reader task, stopped when the connection is abandoned
     /// (its socket then closes once the last handle is dropped).
     reader: Mutex<Option<tokio::task::AbortHandle>>,
@@ -448,9 +448,22 @@ fn produce_log_frame(
     }
 }
 
+/// The end of one turn, as the next frame waits for it: it resolves with
+/// `Err` (the sender dropped) when that frame is done with the socket, or
+/// with the end of an earlier turn to wait for instead, handed over by a
+/// turn given up while it was still waiting.
+type TurnEnd = oneshot::Receiver<TurnEndHandover>;
+
+/// What a turn given up while waiting passes to the next frame: the end
+/// it was itself waiting for.
+struct TurnEndHandover(TurnEnd);
+
 /// One frame's place in its connection's write order. Released when the
 /// frame is written ([`Turn::release`]) or the turn is dropped (the frame
-/// failed or was given up), which lets the next frame go.
+/// failed or was given up), which lets the next frame go. A turn dropped
+/// before its own turn came hands what it was waiting for on to the next
+/// frame, so a cancelled `send` never lets the frame behind it overtake
+/// the one in front.
 ///
 /// A strict turn (a queued frame's) dropped unreleased abandons the
 /// connection first, so a frame queued after one that was given up is
@@ -459,9 +472,9 @@ fn produce_log_frame(
 struct Turn {
     /// The previous frame's turn: resolves (its sender dropped) when that
     /// frame is done with the socket. `None` for the first frame.
-    after: Option<oneshot::Receiver<()>>,
+    after: Option<TurnEnd>,
     /// Held until this frame is done; dropping it releases the next frame.
-    done: Option<oneshot::Sender<()>>,
+    done: Option<oneshot::Sender<TurnEndHandover>>,
     /// For a strict turn, the connection to abandon if it is dropped
     /// unreleased.
     strict: Option<Arc<Inner>>,
@@ -470,9 +483,13 @@ struct Turn {
 impl Turn {
     /// Waits until every frame queued before this one is done.
     async fn wait(&mut self) {
-        if let Some(previous) = self.after.take() {
-            // Nothing is ever sent: the previous turn ends by being dropped.
-            let _ = previous.await;
+        // Awaited in place, not taken: a turn dropped mid-wait still holds
+        // what it waits for and hands it over (see `Drop`).
+        while let Some(previous) = self.after.as_mut() {
+            match previous.await {
+                Ok(TurnEndHandover(earlier)) => self.after = Some(earlier),
+                Err(_) => self.after = None,
+            }
         }
     }
 
@@ -492,6 +509,14 @@ impl Drop for Turn {
                  the connection is closed so that no later frame overtakes it",
                 inner.addr
             )));
+            // The next frames fail on the closed connection at once.
+            return;
+        }
+        // A plain turn given up before its turn came: the next frame waits
+        // for what this one waited for. (Fails only if the next frame is
+        // gone too.)
+        if let (Some(done), Some(after)) = (self.done.take(), self.after.take()) {
+            let _ = done.send(TurnEndHandover(after));
         }
     }
 }

@@ -1,7 +1,9 @@
 //! The write order of [`ServerConnection::queue_produce_log`]: frames reach
 //! the server in the order they were queued, whenever their futures run,
 //! and a frame that could not be written in time abandons the connection
-//! rather than let a frame queued after it overtake it.
+//! rather than let a frame queued after it overtake it; a plain `send`
+//! given up while it waits hands its place on, so the frame behind it
+//! still waits for the frame in front.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -9,11 +11,13 @@ use std::task::{Context, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
+use fjord_client::connection::PendingResponse;
 use fjord_client::{ClientError, ServerConnection};
 use fjord_proto::messages::{PbProduceLogReqForBucket, ProduceLogRequest};
 use prost::Message;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
 
 /// Records of a request far larger than loopback socket buffers hold (a few
 /// MiB), so its write stalls while the peer does not read.
@@ -53,6 +57,35 @@ async fn read_bucket(socket: &mut TcpStream) -> std::io::Result<i32> {
 fn is_pending<F: Future>(future: Pin<&mut F>) -> bool {
     let mut cx = Context::from_waker(Waker::noop());
     future.poll(&mut cx).is_pending()
+}
+
+/// Asserts `given_up` failed with a retriable I/O timeout and `behind`, queued
+/// after it, failed on the closed connection instead of being written (or
+/// waiting for ever); the connection is closed so the pool reconnects.
+async fn assert_gave_up_and_closed(
+    connection: &ServerConnection,
+    given_up: JoinHandle<fjord_client::Result<PendingResponse>>,
+    behind: JoinHandle<fjord_client::Result<PendingResponse>>,
+) {
+    let given_up = tokio::time::timeout(HANG, given_up)
+        .await
+        .expect("the frame gives up")
+        .expect("task");
+    match given_up {
+        Err(e @ ClientError::Io { .. }) => assert!(e.is_retriable(), "{e}"),
+        Err(e) => panic!("expected a retriable I/O timeout, got {e:?}"),
+        Ok(_) => panic!("the frame was written although nothing drained"),
+    }
+    let behind = tokio::time::timeout(HANG, behind)
+        .await
+        .expect("the frame queued behind fails instead of waiting")
+        .expect("task");
+    assert!(
+        matches!(behind, Err(ClientError::ConnectionClosed { .. })),
+        "a frame queued behind a given-up one must not be written: {:?}",
+        behind.err()
+    );
+    assert!(connection.is_closed(), "the pool must reconnect");
 }
 
 async fn connected_pair() -> (ServerConnection, TcpStream) {
@@ -111,25 +144,7 @@ async fn a_frame_not_written_in_time_abandons_the_connection_and_nothing_queued_
     let stalled = tokio::spawn(stalled);
     let queued_after = tokio::spawn(queued_after);
 
-    let stalled = tokio::time::timeout(HANG, stalled)
-        .await
-        .expect("the stalled write gives up")
-        .expect("task");
-    match stalled {
-        Err(e @ ClientError::Io { .. }) => assert!(e.is_retriable(), "{e}"),
-        Err(e) => panic!("expected a retriable I/O timeout, got {e:?}"),
-        Ok(_) => panic!("the peer never read the stalled frame"),
-    }
-    let after = tokio::time::timeout(HANG, queued_after)
-        .await
-        .expect("the frame queued after it fails instead of waiting forever")
-        .expect("task");
-    assert!(
-        matches!(after, Err(ClientError::ConnectionClosed { .. })),
-        "the frame queued behind a timed-out one must not be written: {:?}",
-        after.err()
-    );
-    assert!(connection.is_closed(), "the pool must reconnect");
+    assert_gave_up_and_closed(&connection, stalled, queued_after).await;
 
     // Everything the peer ever got: part of the stalled frame, never the
     // later one.
@@ -175,27 +190,9 @@ async fn a_frame_that_times_out_waiting_for_its_turn_abandons_the_connection() {
     let waiting = tokio::spawn(waiting);
     let later = tokio::spawn(later);
 
-    let waited = tokio::time::timeout(HANG, waiting)
-        .await
-        .expect("the waiting frame gives up")
-        .expect("task");
-    match waited {
-        Err(e @ ClientError::Io { .. }) => assert!(e.is_retriable(), "{e}"),
-        Err(e) => panic!("expected a retriable I/O timeout, got {e:?}"),
-        Ok(_) => panic!("the frame ahead of it never finished"),
-    }
-    // Were the connection kept, this frame would follow the one ahead of
-    // the timed-out frame, overtaking it (or wait forever behind it).
-    let later = tokio::time::timeout(HANG, later)
-        .await
-        .expect("the frame queued after a timed-out one fails instead of waiting")
-        .expect("task");
-    assert!(
-        matches!(later, Err(ClientError::ConnectionClosed { .. })),
-        "{:?}",
-        later.err()
-    );
-    assert!(connection.is_closed(), "the pool must reconnect");
+    // Were the connection kept, `later` would follow the frame ahead of the
+    // timed-out one, overtaking it (or wait for ever behind it).
+    assert_gave_up_and_closed(&connection, waiting, later).await;
 
     holding.abort();
     let _ = holding.await;
@@ -211,4 +208,49 @@ async fn a_frame_that_times_out_waiting_for_its_turn_abandons_the_connection() {
             "a frame behind the stalled one reached the server"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_given_up_while_waiting_its_turn_lets_no_later_frame_overtake_an_earlier_one() {
+    let (connection, mut peer) = connected_pair().await;
+    // Queued first, not yet driven: holds the head of the write order.
+    let first = connection.queue_produce_log(request(0, Bytes::from_static(b"a")), HANG);
+    // A plain send (e.g. a metadata request) takes its turn behind it and is
+    // given up by its caller's timeout while it waits.
+    {
+        let mut given_up =
+            Box::pin(connection.send_produce_log(request(1, Bytes::from_static(b"b"))));
+        assert!(
+            is_pending(given_up.as_mut()),
+            "waits behind the first frame"
+        );
+    }
+    // Queued after the given-up send: must still wait for `first`.
+    let mut third =
+        Box::pin(connection.queue_produce_log(request(2, Bytes::from_static(b"c")), HANG));
+    assert!(
+        is_pending(third.as_mut()),
+        "the third frame was written before the first"
+    );
+    for task in [tokio::spawn(third), tokio::spawn(first)] {
+        tokio::time::timeout(HANG, task)
+            .await
+            .expect("written")
+            .expect("task")
+            .expect("the frame is written");
+    }
+    let mut order = Vec::new();
+    for _ in 0..2 {
+        order.push(
+            tokio::time::timeout(HANG, read_bucket(&mut peer))
+                .await
+                .expect("frame arrives")
+                .expect("whole frame"),
+        );
+    }
+    assert_eq!(order, [0, 2], "frames in the order they were queued");
+    assert!(
+        !connection.is_closed(),
+        "a plain send given up closes nothing"
+    );
 }
