@@ -182,6 +182,14 @@ impl FlussClient {
 /// is the retriable [`ClientError::Unreachable`] (the servers may come
 /// back), carrying the last address's error; each failure is logged.
 async fn connect_any(pool: &ConnectionPool, bootstrap: &[String]) -> Result<ServerConnection> {
+    // A malformed address is a configuration mistake, not a server that is
+    // down: refused (not retriable) before anything is tried, as Fluss's
+    // clients refuse an invalid `bootstrap.servers` entry.
+    if let Some(bad) = bootstrap.iter().find(|addr| !is_host_port(addr)) {
+        return Err(ClientError::Invalid(format!(
+            "bootstrap server `{bad}` is not host:port"
+        )));
+    }
     let mut last = None;
     for addr in bootstrap {
         match pool.get(addr).await {
@@ -203,4 +211,10 @@ async fn connect_any(pool: &ConnectionPool, bootstrap: &[String]) -> Result<Serv
         servers: "bootstrap servers",
         last: Box::new(last),
     })
+}
+
+/// Whether `addr` has the `host:port` shape (an IPv6 host in brackets).
+fn is_host_port(addr: &str) -> bool {
+    addr.rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok())
 }

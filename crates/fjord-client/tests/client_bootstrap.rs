@@ -1,6 +1,7 @@
-//! Bootstrapping a [`FlussClient`] when no bootstrap server answers: the
+//! Bootstrapping a [`FlussClient`]: when no bootstrap server answers the
 //! error is the retriable `Unreachable` (the servers may come back), naming
-//! what was tried, not `Invalid` (which says the caller's input is wrong).
+//! what was tried; a malformed address is `Invalid` (the caller's input is
+//! wrong, and retrying cannot help).
 
 use fjord_client::{ClientError, FlussClient};
 use tokio::net::TcpListener;
@@ -21,4 +22,15 @@ async fn no_reachable_bootstrap_server_is_a_retriable_unreachable_error() {
     );
     assert!(error.is_retriable(), "{error}");
     assert!(error.to_string().contains(&addr), "{error}");
+}
+
+#[tokio::test]
+async fn a_bootstrap_address_without_a_port_is_refused_as_invalid_not_retried() {
+    let error = match FlussClient::connect(&["localhost".to_owned()]).await {
+        Ok(_) => panic!("`localhost` has no port"),
+        Err(e) => e,
+    };
+    assert!(matches!(error, ClientError::Invalid(_)), "{error:?}");
+    assert!(!error.is_retriable(), "{error}");
+    assert!(error.to_string().contains("`localhost`"), "{error}");
 }
