@@ -4,11 +4,14 @@
 //! request is still going out to a server that reads slowly: the next
 //! request on the connection must not be spliced into the torn frame.
 
+mod support;
+
+use support::one_bucket_produce_request as request;
+
 use std::time::Duration;
 
 use bytes::Bytes;
 use fjord_client::ServerConnection;
-use fjord_proto::messages::{PbProduceLogReqForBucket, ProduceLogRequest};
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 
@@ -18,21 +21,6 @@ const STALLED_RECORDS_BYTES: usize = 32 << 20;
 /// Bound on reading the frames back, so a torn stream fails the test
 /// instead of hanging it.
 const STEP: Duration = Duration::from_secs(20);
-
-fn request(bucket_id: i32, records: Bytes) -> ProduceLogRequest {
-    ProduceLogRequest {
-        acks: -1,
-        table_id: 1,
-        timeout_ms: 30_000,
-        buckets_req: vec![PbProduceLogReqForBucket {
-            partition_id: None,
-            bucket_id,
-            records,
-            original_partition_name: None,
-            routing_bucket_count: None,
-        }],
-    }
-}
 
 /// Reads one request frame (4-byte length, then that many bytes) and
 /// returns its request id.

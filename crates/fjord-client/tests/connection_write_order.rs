@@ -5,6 +5,10 @@
 //! given up while it waits hands its place on, so the frame behind it
 //! still waits for the frame in front.
 
+mod support;
+
+use support::one_bucket_produce_request as request;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Waker};
@@ -13,7 +17,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use fjord_client::connection::PendingResponse;
 use fjord_client::{ClientError, ServerConnection};
-use fjord_proto::messages::{PbProduceLogReqForBucket, ProduceLogRequest};
+use fjord_proto::messages::ProduceLogRequest;
 use prost::Message;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -27,21 +31,6 @@ const STALLED_RECORDS_BYTES: usize = 32 << 20;
 const SHORT_WRITE_TIMEOUT: Duration = Duration::from_millis(300);
 /// Outer bound of every wait: turns a hang into a failure, asserts no timing.
 const HANG: Duration = Duration::from_secs(60);
-
-fn request(bucket_id: i32, records: Bytes) -> ProduceLogRequest {
-    ProduceLogRequest {
-        acks: -1,
-        table_id: 1,
-        timeout_ms: 30_000,
-        buckets_req: vec![PbProduceLogReqForBucket {
-            partition_id: None,
-            bucket_id,
-            records,
-            original_partition_name: None,
-            routing_bucket_count: None,
-        }],
-    }
-}
 
 /// Reads one ProduceLog request frame and returns its bucket id.
 async fn read_bucket(socket: &mut TcpStream) -> std::io::Result<i32> {

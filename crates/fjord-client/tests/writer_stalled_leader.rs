@@ -29,7 +29,7 @@ use arrow_schema::SchemaRef;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use fjord_client::bucket::{BatchBuckets, BucketAssigner, NoKeyAssigner};
 use fjord_client::writer::config::{OPT_ENABLE_IDEMPOTENCE, OPT_REQUEST_TIMEOUT, OPT_RETRIES};
-use fjord_client::{FlussClient, TableInfo, TablePath, WriterConfig};
+use fjord_client::{AppendWriter, ClientError, FlussClient, TableInfo, TablePath, WriterConfig};
 use fjord_proto::messages as pb;
 use fjord_proto::ErrorCode;
 use prost::Message;
@@ -166,22 +166,9 @@ async fn a_coordinator_that_stops_answering_fails_the_route_refresh_instead_of_h
     ];
     let config = WriterConfig::from_options(options.iter().copied()).expect("valid options");
     let mut writer = client.append_writer(&path, config).await.expect("writer");
-    let schema = writer.arrow_schema().clone();
 
     // The closing node drops its connection: the route is now stale.
-    let lost = writer
-        .append_batch(batch(
-            &schema,
-            id_in_bucket(&table, &schema, STALLED_BUCKET),
-            "lost",
-            1,
-        ))
-        .await
-        .expect("append");
-    let error = tokio::time::timeout(HANG, lost)
-        .await
-        .expect("the batch to the closing node completes")
-        .expect_err("the closing node never answers");
+    let error = one_row_failing(&mut writer, &table, STALLED_BUCKET, "lost").await;
     assert!(error.is_retriable(), "{error}");
     let seen = tokio::time::timeout(HANG, frames.recv()).await;
     assert!(
@@ -195,19 +182,8 @@ async fn a_coordinator_that_stops_answering_fails_the_route_refresh_instead_of_h
 
     // The next batch needs fresh leaders, and the coordinator is silent.
     proxy.swallow_metadata.store(true, Ordering::SeqCst);
-    let next = writer
-        .append_batch(batch(
-            &schema,
-            id_in_bucket(&table, &schema, HEALTHY_BUCKET),
-            "next",
-            1,
-        ))
-        .await
-        .expect("append");
-    let error = tokio::time::timeout(HANG, next)
-        .await
-        .expect("the batch fails once the refresh times out, instead of waiting for ever")
-        .expect_err("no leaders could be learned");
+    // It fails once the refresh times out, instead of waiting for ever.
+    let error = one_row_failing(&mut writer, &table, HEALTHY_BUCKET, "next").await;
     assert!(error.is_retriable(), "{error}");
     assert_eq!(
         error.error_code(),
@@ -219,6 +195,26 @@ async fn a_coordinator_that_stops_answering_fails_the_route_refresh_instead_of_h
 }
 
 /// `rows` rows `(id, text)`: one Arrow batch of the table's schema.
+/// Appends one row for `bucket` and returns the error its batch completes
+/// with (it must fail, within [`HANG`]).
+async fn one_row_failing(
+    writer: &mut AppendWriter,
+    table: &TableInfo,
+    bucket: i32,
+    text: &str,
+) -> ClientError {
+    let schema = writer.arrow_schema().clone();
+    let id = id_in_bucket(table, &schema, bucket);
+    let completion = writer
+        .append_batch(batch(&schema, id, text, 1))
+        .await
+        .expect("append");
+    tokio::time::timeout(HANG, completion)
+        .await
+        .expect("the batch completes")
+        .expect_err("the batch cannot be written")
+}
+
 fn batch(schema: &SchemaRef, id: i64, text: &str, rows: usize) -> RecordBatch {
     let ids: Int64Array = std::iter::repeat_n(Some(id), rows).collect();
     let texts: StringArray = std::iter::repeat_n(Some(text), rows).collect();

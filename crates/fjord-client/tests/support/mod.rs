@@ -400,3 +400,23 @@ pub async fn read_all_by_bucket(
     }
     out
 }
+
+/// A ProduceLog request carrying `records` for one bucket of table 1, for
+/// tests that write frames through a `ServerConnection` directly.
+pub fn one_bucket_produce_request(
+    bucket_id: i32,
+    records: bytes::Bytes,
+) -> fjord_proto::messages::ProduceLogRequest {
+    fjord_proto::messages::ProduceLogRequest {
+        acks: -1,
+        table_id: 1,
+        timeout_ms: 30_000,
+        buckets_req: vec![fjord_proto::messages::PbProduceLogReqForBucket {
+            partition_id: None,
+            bucket_id,
+            records,
+            original_partition_name: None,
+            routing_bucket_count: None,
+        }],
+    }
+}
