@@ -1,0 +1,574 @@
+//! The writer's REAL heap on a table with many buckets, in a trickle that
+//! follows a burst.
+//!
+//! A bucket's next batch is presized from that bucket's last batch
+//! (accumulator.rs `open_batch`: at most the seal size, at most a quarter
+//! beyond the last batch, at least one reservation step). After a burst
+//! every bucket's last batch was a full one, so when a trickle then opens a
+//! small batch in every bucket at once, each is presized for a full batch.
+//! Buffer memory (`client.writer.buffer.memory-size`) counts the rows, not
+//! that room. This binary measures what the process holds then.
+//!
+//! The scenario: a log table hash-bucketed by `id` with [`BUCKETS`]
+//! buckets receives a burst in key order (a backfill sorted by key: every
+//! bucket in turn gets [`BATCHES_PER_BUCKET`] batches that each reach the
+//! seal size exactly), then [`TRICKLE_ROUNDS`] rounds of live traffic (a
+//! few rows in every bucket, interleaved, then `flush`, which seals every
+//! small batch as the batch timeout would). A counting `#[global_allocator]`
+//! tracks the live heap of the client's threads (the test thread, the
+//! client runtime's workers, the writer's encoder thread) and its exact
+//! peak: every allocation updates the peak, nothing is sampled. The
+//! in-process server runs on a runtime whose threads are not counted.
+//!
+//! Two budgets, both derived below from what the writer documents:
+//! - [`buffer_memory_budget`]: what the writer says it holds at most —
+//!   buffer memory, plus the two pools whose doc comments say they bound
+//!   "the memory held beyond `client.writer.buffer.memory-size`"
+//!   (accumulator.rs `RECYCLED_BATCHES_MAX`, encode.rs `OUTPUT_BUFFERS_MAX`).
+//!   It does not grow with the bucket count.
+//! - [`presize_rule_budget`]: what the presizing rule allows per open batch
+//!   times the batches open, plus the same pools. It grows with the bucket
+//!   count and checks the rule itself, round by round.
+//!
+//! The tests take turns ([`serial`]): the counter is process-wide.
+
+mod support;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use fjord_client::bucket::{BucketAssigner, NoKeyAssigner};
+use fjord_client::row::{Datum, RowBatchBuilder};
+use fjord_client::{AppendWriter, TableInfo, TablePath, WriterConfig, WriterStats};
+use support::{create_bucketed_table, id_text_schema, read_all_by_bucket, TestServer};
+
+// ---- Counting the client's heap -------------------------------------------
+
+thread_local! {
+    /// True on the server runtime's threads, whose allocations are the
+    /// server's, not the writer's. Const-initialised and without a
+    /// destructor, so the allocator can read it at any point of a thread's
+    /// life without allocating.
+    static SERVER_THREAD: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The live heap of counted threads and its highest value since the last
+/// [`Heap::mark`].
+struct Heap {
+    live_bytes: AtomicIsize,
+    peak_bytes: AtomicIsize,
+}
+
+static HEAP: Heap = Heap {
+    live_bytes: AtomicIsize::new(0),
+    peak_bytes: AtomicIsize::new(0),
+};
+
+impl Heap {
+    fn counts_this_thread() -> bool {
+        !SERVER_THREAD.try_with(Cell::get).unwrap_or(false)
+    }
+
+    fn add(&self, bytes: usize) {
+        if Self::counts_this_thread() {
+            let live =
+                self.live_bytes.fetch_add(bytes as isize, Ordering::Relaxed) + bytes as isize;
+            self.peak_bytes.fetch_max(live, Ordering::Relaxed);
+        }
+    }
+
+    fn remove(&self, bytes: usize) {
+        if Self::counts_this_thread() {
+            self.live_bytes.fetch_sub(bytes as isize, Ordering::Relaxed);
+        }
+    }
+
+    /// Starts a new peak from the live heap now; returns the live heap.
+    fn mark(&self) -> isize {
+        let live = self.live_bytes.load(Ordering::Relaxed);
+        self.peak_bytes.store(live, Ordering::Relaxed);
+        live
+    }
+
+    /// The highest live heap since the last mark.
+    fn peak(&self) -> isize {
+        self.peak_bytes.load(Ordering::Relaxed)
+    }
+}
+
+/// `System`, with every block's size added to [`HEAP`] while it lives.
+struct CountingAllocator;
+
+// SAFETY: every call goes to `System` with its arguments unchanged; the
+// counters are updated besides and never touch the blocks.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let block = System.alloc(layout);
+        if !block.is_null() {
+            HEAP.add(layout.size());
+        }
+        block
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let block = System.alloc_zeroed(layout);
+        if !block.is_null() {
+            HEAP.add(layout.size());
+        }
+        block
+    }
+
+    unsafe fn realloc(&self, block: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let moved = System.realloc(block, layout, new_size);
+        if !moved.is_null() {
+            // The new size first: a moving realloc holds both blocks while
+            // it copies, so the peak may only err high.
+            HEAP.add(new_size);
+            HEAP.remove(layout.size());
+        }
+        moved
+    }
+
+    unsafe fn dealloc(&self, block: *mut u8, layout: Layout) {
+        System.dealloc(block, layout);
+        HEAP.remove(layout.size());
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+/// Runs `f` on this thread without counting its allocations.
+fn as_server<T>(f: impl FnOnce() -> T) -> T {
+    SERVER_THREAD.with(|s| s.set(true));
+    let out = f();
+    SERVER_THREAD.with(|s| s.set(false));
+    out
+}
+
+/// One test at a time: the counter is process-wide.
+fn serial() -> MutexGuard<'static, ()> {
+    static TURN: Mutex<()> = Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+// ---- The workload ----------------------------------------------------------
+
+/// `client.writer.buffer.memory-size` (the option says the same).
+const MEMORY_BYTES: usize = 8 << 20;
+const MEMORY_OPTION: &str = "8mb";
+/// `client.writer.batch-size`: a 32nd of the memory. With compression NONE
+/// the learned ratio (encoded / estimated bytes) is above 1, clamped to 1,
+/// so a batch is sealed by the row that takes its estimated Arrow bytes to
+/// this (accumulator.rs `seal_threshold`; a quarter of the memory is
+/// larger, so that cap does not bind).
+const BATCH_BYTES: usize = 256 << 10;
+const BATCH_OPTION: &str = "256kb";
+/// Buckets of the table: full batches of all of them (16 MiB) are twice
+/// the buffer memory.
+const BUCKETS: i32 = 64;
+/// Bytes of every row's STRING value: few rows per batch keep a debug
+/// build quick.
+const PAYLOAD_BYTES: usize = 1000;
+/// Full batches every bucket receives in the burst (48 MiB in all).
+const BATCHES_PER_BUCKET: usize = 3;
+/// Rounds of the trickle.
+const TRICKLE_ROUNDS: usize = 3;
+/// Rows every bucket receives per trickle round.
+const TRICKLE_ROWS_PER_BUCKET: usize = 4;
+/// Turns a hang into a failure; the test takes seconds.
+const HANG_TIMEOUT: Duration = Duration::from_secs(120);
+
+// ---- The budgets, from the writer's documented holdings --------------------
+//
+// The writer's constants are crate-private; their values are restated here
+// with where they come from (crates/fjord-client/src/writer/).
+
+/// Estimated Arrow bytes of one row (`RowBatchBuilder::estimated_bytes`):
+/// BIGINT value, STRING offset and data, two validity bits (rounded up).
+const ROW_BYTES: usize = 8 + 4 + PAYLOAD_BYTES + 1;
+/// The 64-byte rounding of a batch's buffers (ids, offsets, text, a
+/// validity bitmap should a NULL come) and the STRING column's leading
+/// offset.
+const BATCH_SLACK_BYTES: usize = 4 * 64 + 64;
+/// accumulator.rs `PRESIZE_GROWTH_MAX_DIVISOR` and batch_builder.rs
+/// `ROOM_GROWTH_DIVISOR`: a batch is presized at most a quarter beyond the
+/// last one, and a recycled buffer too small is replaced by one a quarter
+/// larger than needed.
+const GROWTH_DIVISOR: usize = 4;
+/// accumulator.rs `open_batch`: the reservation step, the seal threshold /
+/// 4 within [4 KiB, 128 KiB]; also the least a batch is presized for.
+const CHUNK_BYTES: usize = BATCH_BYTES / 4;
+/// accumulator.rs `RECYCLED_BATCHES_MAX`: column-buffer sets kept after
+/// encoding ("bounds the memory the writer holds beyond
+/// client.writer.buffer.memory-size").
+const RECYCLED_BATCHES_MAX: usize = 4;
+/// One kept column-buffer set: a full batch (the seal size and the row
+/// that crossed it) with the growth allowance.
+const RECYCLED_BATCH_BYTES: usize =
+    (BATCH_BYTES + ROW_BYTES) + (BATCH_BYTES + ROW_BYTES) / GROWTH_DIVISOR + BATCH_SLACK_BYTES;
+/// encode.rs `OUTPUT_BUFFERS_MAX`: encode buffers kept after
+/// acknowledgement ("bounds the memory held beyond
+/// client.writer.buffer.memory-size").
+const OUTPUT_BUFFERS_MAX: usize = 8;
+/// encode.rs `ENCODE_HEADROOM_BYTES`.
+const ENCODE_HEADROOM_BYTES: usize = 4096;
+/// Log batch header, IPC message and 8-byte padding of a batch beyond its
+/// Arrow bytes: well under this.
+const FRAMING_BYTES: usize = 1024;
+/// One encode buffer of a full batch (encode.rs `OutputPool::take`): its
+/// estimate times the ratio (a full NONE batch's framing is under 1/64 of
+/// it) plus headroom, and a sixteenth more
+/// (`OUTPUT_BUFFER_HEADROOM_DIVISOR`).
+const FULL_OUTPUT_BUFFER_BYTES: usize = {
+    let estimate = BATCH_BYTES + ROW_BYTES;
+    let need = estimate + estimate / 64 + FRAMING_BYTES + ENCODE_HEADROOM_BYTES;
+    need + need / 16
+};
+/// One encode buffer of a trickle batch: a few rows, whose framing is less
+/// than their bytes, so the ratio is under 2.
+const TRICKLE_OUTPUT_BUFFER_BYTES: usize = {
+    let need = 2 * TRICKLE_ROWS_PER_BUCKET * ROW_BYTES + ENCODE_HEADROOM_BYTES;
+    need + need / 16
+};
+/// The pools the writer keeps beyond buffer memory: the recycled column
+/// buffers, the kept encode buffers and the one being encoded into.
+const POOLS_BYTES: usize = RECYCLED_BATCHES_MAX * RECYCLED_BATCH_BYTES
+    + (OUTPUT_BUFFERS_MAX + 1) * FULL_OUTPUT_BUFFER_BYTES;
+/// Per bucket, what the writer keeps besides rows: its slot and builder
+/// (columns, validity builders), the sender's queue and sequence for it,
+/// its part of a request and of its answer. A few hundred bytes each;
+/// allowed 4 KiB.
+const BUCKET_BOOKKEEPING_BYTES: usize = 4 << 10;
+/// The writer's fixed bookkeeping (request tasks, channels, the `open`
+/// list) beyond the baseline.
+const FIXED_BOOKKEEPING_BYTES: usize = 64 << 10;
+const BOOKKEEPING_BYTES: usize =
+    BUCKETS as usize * BUCKET_BOOKKEEPING_BYTES + FIXED_BOOKKEEPING_BYTES;
+
+/// What the writer documents it holds at most, whatever the bucket count:
+/// everything buffer memory counts (open batches' reservations, sealed and
+/// unacknowledged batches) with the quarter of growth room the presizing
+/// and the buffer replacement allow on top, each open batch's rounding,
+/// the two pools documented as the only memory beyond buffer memory, and
+/// bookkeeping. 8 MiB × 5/4 + 20 KiB + 1.26 MiB + 2.48 MiB + 320 KiB:
+/// 14.07 MiB (14,755,692 bytes) for 64 buckets.
+fn buffer_memory_budget() -> usize {
+    MEMORY_BYTES
+        + MEMORY_BYTES / GROWTH_DIVISOR
+        + BUCKETS as usize * BATCH_SLACK_BYTES
+        + POOLS_BYTES
+        + BOOKKEEPING_BYTES
+}
+
+/// Heap of an open batch presized for `likely` estimated bytes
+/// (`RowBatchBuilder::prepare`: `likely / row + 1` rows of the last batch's
+/// shape).
+fn presized_batch_bytes(likely: usize) -> usize {
+    likely + ROW_BYTES + BATCH_SLACK_BYTES
+}
+
+/// What the presizing rule allows in a trickle round whose buckets' last
+/// batches had `last_bytes` each: every bucket's open batch presized for
+/// `max(chunk, min(seal, last + last / 4))`, every bucket's small batch
+/// encoded (until acknowledged), the pools and bookkeeping.
+fn presize_rule_budget(last_bytes: usize) -> usize {
+    let likely = BATCH_BYTES
+        .min(last_bytes + last_bytes / GROWTH_DIVISOR)
+        .max(CHUNK_BYTES);
+    BUCKETS as usize * (presized_batch_bytes(likely) + TRICKLE_OUTPUT_BUFFER_BYTES)
+        + POOLS_BYTES
+        + BOOKKEEPING_BYTES
+}
+
+// ---- The scenario ----------------------------------------------------------
+
+/// The ids each bucket receives, in order: the burst's, then each trickle
+/// round's.
+struct Plan {
+    /// Rows that fill one batch to the seal size exactly.
+    rows_per_batch: usize,
+    /// Per bucket: `BATCHES_PER_BUCKET * rows_per_batch` burst ids, then
+    /// `TRICKLE_ROUNDS * TRICKLE_ROWS_PER_BUCKET` trickle ids.
+    ids: Vec<Vec<i64>>,
+}
+
+impl Plan {
+    /// Ids routed to each bucket exactly as the writer routes them (the
+    /// same `BucketAssigner` over the table the server describes).
+    fn new(table: &TableInfo, rows_per_batch: usize) -> Self {
+        let per_bucket =
+            BATCHES_PER_BUCKET * rows_per_batch + TRICKLE_ROUNDS * TRICKLE_ROWS_PER_BUCKET;
+        let mut assigner = BucketAssigner::new(table, NoKeyAssigner::Sticky).expect("assigner");
+        let mut ids: Vec<Vec<i64>> = (0..BUCKETS)
+            .map(|_| Vec::with_capacity(per_bucket))
+            .collect();
+        let mut full = 0;
+        let mut id = 0i64;
+        while full < ids.len() {
+            let bucket = assigner
+                .assign(&[Datum::BigInt(id), Datum::Null])
+                .expect("bucket of a BIGINT key");
+            let list = &mut ids[bucket as usize];
+            if list.len() < per_bucket {
+                list.push(id);
+                full += usize::from(list.len() == per_bucket);
+            }
+            id += 1;
+        }
+        Self {
+            rows_per_batch,
+            ids,
+        }
+    }
+
+    fn burst(&self, bucket: usize) -> &[i64] {
+        &self.ids[bucket][..BATCHES_PER_BUCKET * self.rows_per_batch]
+    }
+
+    fn trickle(&self, bucket: usize, round: usize) -> &[i64] {
+        let start = BATCHES_PER_BUCKET * self.rows_per_batch + round * TRICKLE_ROWS_PER_BUCKET;
+        &self.ids[bucket][start..start + TRICKLE_ROWS_PER_BUCKET]
+    }
+}
+
+/// Rows of `payload` after which a batch's estimated bytes reach
+/// [`BATCH_BYTES`]: the row that seals it is the last.
+fn rows_per_full_batch(writer: &AppendWriter, payload: &str) -> usize {
+    let mut builder = RowBatchBuilder::new(writer.arrow_schema().clone()).expect("builder");
+    let mut rows = 0;
+    while builder.estimated_bytes() < BATCH_BYTES {
+        builder
+            .append(&[Datum::BigInt(rows as i64), Datum::String(payload)])
+            .expect("row");
+        rows += 1;
+    }
+    rows
+}
+
+/// What one run observed, heap figures as bytes above the baseline.
+struct Observed {
+    rows_per_batch: usize,
+    /// Live heap when the writer was built and nothing was written.
+    baseline: isize,
+    /// Peak growth during the burst and its flush.
+    burst_growth: isize,
+    /// Growth still held after the burst's flush.
+    after_burst_growth: isize,
+    /// Peak growth during each trickle round and its flush.
+    round_growth: [isize; TRICKLE_ROUNDS],
+    burst_stats: WriterStats,
+    stats: WriterStats,
+}
+
+impl Observed {
+    fn trickle_growth(&self) -> isize {
+        self.round_growth.iter().copied().max().unwrap_or(0)
+    }
+
+    fn report(&self) -> String {
+        format!(
+            "{BUCKETS} buckets, batch-size {BATCH_BYTES}, buffer.memory-size {MEMORY_BYTES}, \
+             {} rows of {ROW_BYTES} bytes per full batch; heap above the baseline of {}: \
+             burst peak {}, held after the burst {}, trickle round peaks {:?}; \
+             budgets: buffer memory {}, presize rule (round 1 / later) {} / {}; \
+             burst {:?}; end {:?}",
+            self.rows_per_batch,
+            self.baseline,
+            self.burst_growth,
+            self.after_burst_growth,
+            self.round_growth,
+            buffer_memory_budget(),
+            presize_rule_budget(BATCH_BYTES),
+            presize_rule_budget(TRICKLE_ROWS_PER_BUCKET * ROW_BYTES),
+            self.burst_stats,
+            self.stats,
+        )
+    }
+}
+
+/// Starts the server on uncounted threads, runs the burst and the trickle
+/// on a counted client runtime, reads every row back.
+fn burst_then_trickle(table: &str) -> Observed {
+    let server_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .on_thread_start(|| SERVER_THREAD.with(|s| s.set(true)))
+        .enable_all()
+        .build()
+        .expect("server runtime");
+    let server = as_server(|| server_rt.block_on(TestServer::start()));
+    let client_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("client runtime");
+    let observed = client_rt.block_on(async {
+        tokio::time::timeout(HANG_TIMEOUT, write_and_read_back(&server, table))
+            .await
+            .expect("the burst, the trickle and the read-back finish")
+    });
+    as_server(|| server_rt.block_on(server.stop()));
+    drop(client_rt);
+    drop(server_rt);
+    observed
+}
+
+async fn write_and_read_back(server: &TestServer, table: &str) -> Observed {
+    let client = server.client().await;
+    let path = TablePath::new("heap_many", table);
+    let info =
+        create_bucketed_table(&client, &path, id_text_schema(), BUCKETS, &["id"], "NONE").await;
+    let options = [
+        ("client.writer.buffer.memory-size", MEMORY_OPTION),
+        ("client.writer.batch-size", BATCH_OPTION),
+        // Nothing is sealed by age: the burst's batches by size, the
+        // trickle's by flush (as a batch timeout would seal them).
+        ("client.writer.batch-timeout", "1 min"),
+    ];
+    let mut writer = client
+        .append_writer(&path, WriterConfig::from_options(options).expect("config"))
+        .await
+        .expect("writer");
+    let payload = "x".repeat(PAYLOAD_BYTES);
+    let rows_per_batch = rows_per_full_batch(&writer, &payload);
+    let plan = Plan::new(&info, rows_per_batch);
+
+    let baseline = HEAP.mark();
+    // The burst: bucket after bucket, each filling its batches exactly.
+    for bucket in 0..BUCKETS as usize {
+        for &id in plan.burst(bucket) {
+            writer
+                .append(&[Datum::BigInt(id), Datum::String(&payload)])
+                .await
+                .expect("append");
+        }
+    }
+    writer.flush().await.expect("flush after the burst");
+    let burst_growth = HEAP.peak() - baseline;
+    let burst_stats = writer.stats();
+
+    let after_burst_growth = HEAP.mark() - baseline;
+    let mut round_growth = [0; TRICKLE_ROUNDS];
+    for (round, growth) in round_growth.iter_mut().enumerate() {
+        HEAP.mark();
+        // A few rows in every bucket, interleaved as live keys come.
+        for row in 0..TRICKLE_ROWS_PER_BUCKET {
+            for bucket in 0..BUCKETS as usize {
+                let id = plan.trickle(bucket, round)[row];
+                writer
+                    .append(&[Datum::BigInt(id), Datum::String(&payload)])
+                    .await
+                    .expect("append");
+            }
+        }
+        writer.flush().await.expect("flush after a trickle round");
+        *growth = HEAP.peak() - baseline;
+    }
+    let stats = writer.stats();
+    drop(writer);
+
+    check_read_back(&client, &info, &plan).await;
+    Observed {
+        rows_per_batch,
+        baseline,
+        burst_growth,
+        after_burst_growth,
+        round_growth,
+        burst_stats,
+        stats,
+    }
+}
+
+/// Every planned row was written once, into the bucket the plan routed it to.
+async fn check_read_back(client: &fjord_client::FlussClient, info: &TableInfo, plan: &Plan) {
+    let total: usize = plan.ids.iter().map(Vec::len).sum();
+    let mut by_bucket = vec![Vec::<i64>::new(); BUCKETS as usize];
+    for (bucket, batch) in read_all_by_bucket(client, info, total).await {
+        by_bucket[bucket as usize].extend(batch.column(0).as_primitive::<Int64Type>().values());
+    }
+    for (bucket, (mut read, planned)) in by_bucket.into_iter().zip(&plan.ids).enumerate() {
+        read.sort_unstable();
+        let mut planned = planned.clone();
+        planned.sort_unstable();
+        assert_eq!(
+            read.len(),
+            planned.len(),
+            "bucket {bucket}: rows read back against rows written"
+        );
+        assert!(
+            read == planned,
+            "bucket {bucket}: the ids read back are not those written"
+        );
+    }
+}
+
+/// Checks the run went as the scenario needs: every burst batch (so every
+/// bucket's last one) sealed at the seal size, each trickle round sealed
+/// one small batch per bucket, and the counter saw the writer.
+fn check_scenario(observed: &Observed) {
+    let report = observed.report();
+    eprintln!("{report}");
+    let burst_batches = (BUCKETS as usize * BATCHES_PER_BUCKET) as u64;
+    assert_eq!(
+        observed.burst_stats.batches, burst_batches,
+        "every burst batch was sealed by size, none by memory or flush: {report}"
+    );
+    assert_eq!(
+        observed.stats.batches,
+        burst_batches + (BUCKETS as usize * TRICKLE_ROUNDS) as u64,
+        "each trickle round sealed one batch per bucket: {report}"
+    );
+    assert!(
+        observed.burst_growth > BATCH_BYTES as isize,
+        "the heap grew by only {} bytes in the burst: are the writer's threads counted? {report}",
+        observed.burst_growth
+    );
+}
+
+#[test]
+#[ignore = "finding (s8 heapmany): after a burst every bucket's next batch is presized for a \
+            full batch, so the first trickle round over 64 buckets grows the heap by ~19.5 MB \
+            against 8 MiB of buffer memory (budget 14.1 MiB); un-ignore once open batches' \
+            presized room is bounded by buffer memory"]
+fn a_trickle_over_many_buckets_after_a_burst_holds_no_more_heap_than_buffer_memory_allows() {
+    let _turn = serial();
+    let observed = burst_then_trickle("within_buffer_memory");
+    check_scenario(&observed);
+    let budget = buffer_memory_budget() as isize;
+    assert!(
+        observed.trickle_growth() <= budget,
+        "the trickle's heap grew by {} bytes above the baseline, beyond the {budget} bytes \
+         the writer documents (buffer memory, its growth room and the two pools): {}",
+        observed.trickle_growth(),
+        observed.report()
+    );
+}
+
+#[test]
+fn a_trickle_over_many_buckets_after_a_burst_presizes_each_batch_within_the_documented_rule() {
+    let _turn = serial();
+    let observed = burst_then_trickle("within_presize_rule");
+    check_scenario(&observed);
+    // Round 1 follows full batches; later rounds follow the trickle's own
+    // batches of a few rows, which presize only one reservation step.
+    for (round, &growth) in observed.round_growth.iter().enumerate() {
+        let last_bytes = if round == 0 {
+            BATCH_BYTES
+        } else {
+            TRICKLE_ROWS_PER_BUCKET * ROW_BYTES
+        };
+        let budget = presize_rule_budget(last_bytes) as isize;
+        assert!(
+            growth <= budget,
+            "trickle round {round}: the heap grew by {growth} bytes above the baseline, \
+             beyond the {budget} bytes the presizing rule allows for {BUCKETS} open batches \
+             after batches of {last_bytes} bytes: {}",
+            observed.report()
+        );
+    }
+}
