@@ -53,6 +53,25 @@ const VAR_BYTES_EXCEEDED: &str =
 const VALUE_CHANGED: &str =
     "the row's value changed between two reads (an InternalRow must read the same each time)";
 
+/// Longest STRING/BYTES value [`extend_short`] copies without calling
+/// `memcpy`: one row's codes, names and flags mostly fit.
+const SHORT_VALUE_MAX: usize = 16;
+
+/// Appends `bytes` to `buffer`, a short value without a call to `memcpy`
+/// ([`copy_short`]).
+#[inline(always)]
+fn extend_short(buffer: &mut MutableBuffer, bytes: &[u8]) {
+    buffer.reserve(bytes.len());
+    let at = buffer.len();
+    // SAFETY: `reserve` made room for `bytes.len()` more bytes after `at`
+    // (a fresh allocation: no overlap with `bytes`), and `set_len` covers
+    // exactly the bytes `copy_short` wrote.
+    unsafe {
+        copy_short(buffer.as_mut_ptr().add(at), bytes);
+        buffer.set_len(at + bytes.len());
+    }
+}
+
 /// How one column stores its values: the Arrow physical layout and the datum
 /// conversion, decided once from the column's Arrow type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -308,8 +327,11 @@ impl Column {
     }
 
     /// Appends one value as row `row` (the rows before it are in the
-    /// column); returns the bytes it added to the data buffer of a
-    /// STRING/BYTES column (0 otherwise). On error nothing was written.
+    /// column); adds to `var_bytes` the bytes it added to the data buffer
+    /// of a STRING/BYTES column. On error nothing was written.
+    ///
+    /// The count is added through `var_bytes` rather than returned: a
+    /// returned `Result<usize, _>` was packed and unpacked per value.
     ///
     /// The match is on the datum first and the column's kind in guards, not
     /// on a `(kind, datum)` tuple: building the tuple copied the datum to
@@ -317,10 +339,14 @@ impl Column {
     // Always inlined into the row loop: as a call, its prologue and
     // epilogue were a fifth of its cost, paid once per value.
     #[inline(always)]
-    fn append(&mut self, datum: Datum<'_>, row: usize) -> std::result::Result<usize, Refusal> {
+    fn append(
+        &mut self,
+        datum: Datum<'_>,
+        row: usize,
+        var_bytes: &mut usize,
+    ) -> std::result::Result<(), Refusal> {
         use ColumnKind as K;
         let kind = self.kind;
-        let mut var_bytes = 0;
         match datum {
             Datum::Null => {
                 if !self.nullable {
@@ -328,7 +354,7 @@ impl Column {
                 }
                 self.append_null_slot();
                 mark_null(&mut self.nulls, row);
-                return Ok(0);
+                return Ok(());
             }
             Datum::Boolean(v) if kind == K::Boolean => self.bits.append(v),
             Datum::TinyInt(v) if kind == K::Int8 => self.values.push(v),
@@ -337,9 +363,9 @@ impl Column {
             Datum::BigInt(v) if kind == K::Int64 => self.values.push(v),
             Datum::Float(v) if kind == K::Float32 => self.values.push(v),
             Datum::Double(v) if kind == K::Float64 => self.values.push(v),
-            Datum::String(v) if kind == K::Utf8 => var_bytes = self.push_var(v.as_bytes())?,
+            Datum::String(v) if kind == K::Utf8 => *var_bytes += self.push_var(v.as_bytes())?,
             Datum::Binary(v) => match kind {
-                K::Binary => var_bytes = self.push_var(v)?,
+                K::Binary => *var_bytes += self.push_var(v)?,
                 K::FixedBinary { width } => {
                     if v.len() != width {
                         return Err(Refusal::OutOfRange("byte length differs from BINARY(n)"));
@@ -378,7 +404,7 @@ impl Column {
             },
             _ => return Err(Refusal::Mismatch),
         }
-        Ok(var_bytes)
+        Ok(())
     }
 
     #[inline]
@@ -407,7 +433,7 @@ impl Column {
         if end > COLUMN_VAR_BYTES_MAX {
             return Err(Refusal::OutOfRange(VAR_BYTES_EXCEEDED));
         }
-        self.values.extend_from_slice(bytes);
+        extend_short(&mut self.values, bytes);
         // Lossless: `end` was just checked against i32::MAX.
         self.offsets.push(end as i32);
         Ok(bytes.len())
@@ -484,7 +510,8 @@ impl Column {
             _ => {
                 let mut var_bytes = 0;
                 for (i, row) in rows.iter().enumerate() {
-                    var_bytes += self.append(row.datum(pos), base + i).map_err(|r| (i, r))?;
+                    self.append(row.datum(pos), base + i, &mut var_bytes)
+                        .map_err(|r| (i, r))?;
                 }
                 Ok(var_bytes)
             }
@@ -577,7 +604,10 @@ impl Column {
             let datum = rows[i].datum(pos);
             match bytes_of(datum) {
                 Some(bytes) if at + bytes.len() <= data.len() => {
-                    copy_short(&mut data[at..at + bytes.len()], bytes);
+                    let dst = &mut data[at..at + bytes.len()];
+                    // SAFETY: `dst` is a slice of `bytes.len()` bytes of
+                    // this column's own buffer, apart from `bytes`.
+                    unsafe { copy_short(dst.as_mut_ptr(), bytes) };
                     at += bytes.len();
                 }
                 // The first pass let only NULLs of a nullable column by.
@@ -744,29 +774,45 @@ fn refusal_of(datum: Datum<'_>) -> Refusal {
     }
 }
 
-/// Copies `src` into `dst` (of the same length). Values of up to 16 bytes —
-/// most strings of a row table (codes, names, flags) — are copied with two
-/// overlapping fixed-size moves each, which compile to plain loads and
-/// stores, instead of a call to `memcpy` per value.
+/// Copies `src` to `dst`. Values of at most [`SHORT_VALUE_MAX`] bytes —
+/// most strings of a row table (codes, names, flags) — are copied with at
+/// most two fixed-width, possibly overlapping, loads and stores each
+/// instead of a call to `memcpy`, whose call and size dispatch cost more
+/// than the copy (callgrind: docs/bench-notes/client.md, "Seventh pass").
+///
+/// # Safety
+/// `dst` is valid for writes of `src.len()` bytes and does not overlap
+/// `src`.
 #[inline(always)]
-fn copy_short(dst: &mut [u8], src: &[u8]) {
+unsafe fn copy_short(dst: *mut u8, src: &[u8]) {
     let len = src.len();
-    match len {
-        0 => {}
-        1..=3 => {
-            dst[0] = src[0];
-            dst[len / 2] = src[len / 2];
-            dst[len - 1] = src[len - 1];
+    let from = src.as_ptr();
+    // SAFETY (of each access): every load is within `src` and every store
+    // within `dst[..len]`: each chunk starts at 0 or ends at `len` and is
+    // used only when `len` is at least its width.
+    unsafe {
+        match len {
+            0 => {}
+            1..=3 => {
+                // First, middle and last cover them all.
+                *dst = *from;
+                *dst.add(len / 2) = *from.add(len / 2);
+                *dst.add(len - 1) = *from.add(len - 1);
+            }
+            4..=7 => {
+                let head = from.cast::<u32>().read_unaligned();
+                let tail = from.add(len - 4).cast::<u32>().read_unaligned();
+                dst.cast::<u32>().write_unaligned(head);
+                dst.add(len - 4).cast::<u32>().write_unaligned(tail);
+            }
+            8..=SHORT_VALUE_MAX => {
+                let head = from.cast::<u64>().read_unaligned();
+                let tail = from.add(len - 8).cast::<u64>().read_unaligned();
+                dst.cast::<u64>().write_unaligned(head);
+                dst.add(len - 8).cast::<u64>().write_unaligned(tail);
+            }
+            _ => std::ptr::copy_nonoverlapping(from, dst, len),
         }
-        4..=7 => {
-            dst[..4].copy_from_slice(&src[..4]);
-            dst[len - 4..].copy_from_slice(&src[len - 4..]);
-        }
-        8..=16 => {
-            dst[..8].copy_from_slice(&src[..8]);
-            dst[len - 8..].copy_from_slice(&src[len - 8..]);
-        }
-        _ => dst.copy_from_slice(src),
     }
 }
 
@@ -969,8 +1015,8 @@ impl RowBatchBuilder {
         for pos in 0..self.columns.len() {
             // The datum is read again for the error message rather than kept
             // alive across the append, which would pin it to the stack.
-            match self.columns[pos].append(row.datum(pos), self.rows) {
-                Ok(n) => var_bytes += n,
+            match self.columns[pos].append(row.datum(pos), self.rows, &mut var_bytes) {
+                Ok(()) => {}
                 Err(refusal) => {
                     for column in &mut self.columns[..pos] {
                         column.truncate(self.rows);

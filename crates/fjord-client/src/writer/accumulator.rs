@@ -338,7 +338,28 @@ impl Accumulator {
         let key = (partition, bucket);
         let (slot, was_empty) = self.opened_slot(key, shared)?;
         slot.builder.append(row)?;
-        if slot.builder.estimated_bytes() > hard_limit(shared) {
+        let bytes = slot.builder.estimated_bytes();
+        // Nearly every row: its batch was open, and stays within the memory
+        // it reserved (never more than buffer memory, so within the hard
+        // limit) and under the seal size. Nothing else to do.
+        if !was_empty && bytes <= slot.reserved_bytes && bytes < slot.seal_at_bytes {
+            return Ok(RowOutcome::Buffered);
+        }
+        self.after_row(key, was_empty, bytes, shared)
+    }
+
+    /// The rest of [`Accumulator::append_row`] for a row that opened its
+    /// batch, passed its reservation or reached the seal size: about once
+    /// a reservation step, out of the per-row path.
+    #[inline(never)]
+    fn after_row(
+        &mut self,
+        key: BucketKey,
+        was_empty: bool,
+        bytes: usize,
+        shared: &Shared,
+    ) -> Result<RowOutcome> {
+        if bytes > hard_limit(shared) {
             return self.take_back_row(key, shared);
         }
         self.appended(key, was_empty, shared)

@@ -410,20 +410,89 @@ impl AppendWriter {
     /// alone is put in a batch of its own), or an earlier batch's failure (reported by the
     /// first row that would open a new batch after it; rows already in an
     /// open batch are still sent, and `flush` reports the failure too).
-    pub async fn append<R: InternalRow + ?Sized>(&mut self, row: &R) -> Result<()> {
+    pub fn append<'a, R: InternalRow + ?Sized>(
+        &'a mut self,
+        row: &'a R,
+    ) -> impl Future<Output = Result<()>> + 'a {
+        Append {
+            writer: Some(self),
+            row,
+            then_wait: Some(AppendWriter::wait_then_append::<R>),
+            waiting: None,
+        }
+    }
+
+    /// [`AppendWriter::append`] when nothing must be waited for first (no
+    /// deficit left to settle, the row's partition known): appends the row
+    /// and returns `None`, or the wait the row led to. `Some(None)` when
+    /// the row could not be tried yet (it needs the waiting path from the
+    /// start).
+    #[inline(always)]
+    fn append_now<R: InternalRow + ?Sized>(
+        &mut self,
+        row: &R,
+    ) -> Result<Option<Option<RowOutcome>>> {
+        if self.deficit.is_some() {
+            return Ok(Some(None));
+        }
+        let Some(partition) = self.known_partition(row)? else {
+            return Ok(Some(None));
+        };
+        let shared = &*self.shared;
+        let outcome = shared.lock().append_row(partition, row, shared)?;
+        Ok(match outcome {
+            RowOutcome::Buffered => None,
+            outcome => Some(Some(outcome)),
+        })
+    }
+
+    /// The partition of `row` when it exists already (`Some(None)` for a
+    /// table without partitions); `None` when it must be created first.
+    /// An earlier batch's failure is checked by the accumulator once per
+    /// batch (when a row opens one), not here per row.
+    #[inline(always)]
+    fn known_partition<R: InternalRow + ?Sized>(&mut self, row: &R) -> Result<Option<Option<i64>>> {
+        let Some(p) = &mut self.partitions else {
+            return Ok(Some(None));
+        };
+        if let Some(id) = p.view.same_as_last(row) {
+            return Ok(Some(Some(id)));
+        }
+        Ok(match p.view.lookup(row)? {
+            PartitionLookup::Known(id) => Some(Some(id)),
+            PartitionLookup::Missing => None,
+        })
+    }
+
+    /// [`AppendWriter::append`] after [`AppendWriter::append_now`] asked
+    /// for a wait: waits for what `outcome` asks, then appends the row
+    /// again if it was not appended; with no outcome, the whole waiting
+    /// path ([`AppendWriter::append_waiting`]).
+    async fn wait_then_append<R: InternalRow + ?Sized>(
+        &mut self,
+        row: &R,
+        outcome: Option<RowOutcome>,
+    ) -> Result<()> {
+        if let Some(outcome) = outcome {
+            if !self.wait_for(outcome).await? {
+                return Ok(());
+            }
+        }
+        self.append_waiting(row).await
+    }
+
+    /// [`AppendWriter::append`] with every wait it may need: settling a
+    /// deficit left by an earlier (maybe cancelled) call, creating the row's
+    /// partition, memory and the encoder.
+    async fn append_waiting<R: InternalRow + ?Sized>(&mut self, row: &R) -> Result<()> {
         if self.deficit.is_some() {
             self.settle_deficit().await?;
         }
-        // An earlier batch's failure is checked by the accumulator once per
-        // batch (when a row opens one), not here per row.
-        let partition = match &mut self.partitions {
-            None => None,
-            Some(p) => match p.view.same_as_last(row) {
-                Some(id) => Some(id),
-                None => match p.view.lookup(row)? {
-                    PartitionLookup::Known(id) => Some(id),
-                    PartitionLookup::Missing => Some(p.router.ensure(row).await?),
-                },
+        let partition = match self.known_partition(row)? {
+            Some(partition) => partition,
+            None => match &self.partitions {
+                Some(p) => Some(p.router.ensure(row).await?),
+                None => None,
             },
         };
         loop {
@@ -649,6 +718,62 @@ impl Drop for AppendWriter {
         acc.close();
         drop(acc);
         self.linger.abort();
+    }
+}
+
+/// The future [`AppendWriter::append`] returns. Its first poll appends the
+/// row when nothing must be waited for — nearly every row — at little more
+/// than the append's own cost: the future is four words, and the waiting
+/// path (memory, the encoder, a partition to create; about once a batch),
+/// built by `then_wait` only when needed, is polled from `waiting`. An
+/// `async fn` here cost about 40 instructions a row more, in building,
+/// polling and dropping its state (docs/bench-notes/client.md, "Seventh
+/// pass").
+struct Append<'a, R: ?Sized, W, F> {
+    /// Taken by the first poll.
+    writer: Option<&'a mut AppendWriter>,
+    row: &'a R,
+    /// Builds the waiting path; taken when it is built.
+    then_wait: Option<W>,
+    /// The waiting path, once built: pinned in place (never moved out).
+    waiting: Option<F>,
+}
+
+impl<'a, R, W, F> Future for Append<'a, R, W, F>
+where
+    R: InternalRow + ?Sized,
+    W: FnOnce(&'a mut AppendWriter, &'a R, Option<RowOutcome>) -> F,
+    F: Future<Output = Result<()>>,
+{
+    type Output = Result<()>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        // SAFETY: `waiting` is structurally pinned: once set it is only
+        // polled through a pin and dropped in place, never moved or
+        // replaced (`Append` has no `Drop` of its own and is `Unpin` only
+        // when `F` is). The other fields are not pinned; taking them out
+        // moves nothing pinned.
+        let this = unsafe { self.get_unchecked_mut() };
+        if let Some(waiting) = this.waiting.as_mut() {
+            // SAFETY: see above; `waiting` lives in the pinned `Append`.
+            return unsafe { Pin::new_unchecked(waiting) }.poll(cx);
+        }
+        let writer = this
+            .writer
+            .take()
+            .expect("an append polled again after it completed");
+        let outcome = match writer.append_now(this.row) {
+            Ok(None) => return Poll::Ready(Ok(())),
+            Err(e) => return Poll::Ready(Err(e)),
+            Ok(Some(outcome)) => outcome,
+        };
+        let then_wait = this
+            .then_wait
+            .take()
+            .expect("the waiting path is built once");
+        let waiting = this.waiting.insert(then_wait(writer, this.row, outcome));
+        // SAFETY: as above: just placed in the pinned `Append`, never moved.
+        unsafe { Pin::new_unchecked(waiting) }.poll(cx)
     }
 }
 

@@ -138,9 +138,24 @@ fn copy_short_copies_every_length_exactly() {
         for start in [0, 1, 7, 200] {
             let from = &src[start..start + len];
             let mut to = vec![0xEEu8; len];
-            copy_short(&mut to, from);
+            // SAFETY: `to` holds `len` bytes, apart from `from`.
+            unsafe { copy_short(to.as_mut_ptr(), from) };
             assert_eq!(to, from, "length {len} from {start}");
         }
+    }
+}
+
+#[test]
+fn extend_short_appends_every_length_after_what_the_buffer_holds() {
+    let src: Vec<u8> = (0..=255).collect();
+    for len in 0..=40 {
+        let value = &src[3..3 + len];
+        let mut buffer = MutableBuffer::new(0);
+        buffer.extend_from_slice(b"before");
+        extend_short(&mut buffer, value);
+        extend_short(&mut buffer, b"after");
+        let expected = [&b"before"[..], value, b"after"].concat();
+        assert_eq!(buffer.as_slice(), &expected[..], "length {len}");
     }
 }
 
