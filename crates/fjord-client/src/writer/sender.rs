@@ -26,12 +26,33 @@
 //! abandons its connection and fails its batches as retriable, as does an
 //! answer that does not come within the same time after the write.
 //!
-//! What the sender still awaits itself: a route refresh (MetaData from the
-//! coordinator, connecting to new leaders) when a partition has no route or
-//! one of its leader connections died. It is bounded by the same timeout
-//! and tried once per partition per round, so a silent coordinator delays
-//! every leader by at most that much per round, and fails the batches
-//! (retriable) rather than holding them.
+//! Route refreshes do not hold the sender either. A bucket whose
+//! partition has no route (never had one, or a failure that calls for
+//! fresh metadata dropped it), or whose own leader connection died, keeps
+//! its batches in its queue (not in flight) while a spawned task asks the
+//! coordinator for that partition's leaders (MetaData, then connecting to
+//! any new leader), bounded by the request timeout plus `ANSWER_GRACE`.
+//! The result comes back through the sender's loop like a produce answer:
+//! a route is stored and the waiting buckets send; a failure is the error
+//! of the head batch of every bucket of the partition that could send now
+//! (the batches a round would take), which then retry with back-off or
+//! fail like any other send error, so the batches behind them need another
+//! refresh only if they are still there. So a slow or silent coordinator,
+//! or a partition the writer has just started writing, delays only the
+//! batches that need that route: other partitions and leaders keep
+//! flowing, and answers keep freeing buffer memory.
+//!
+//! Why queued rather than taken out and parked: a batch that waits in its
+//! bucket queue keeps its place in sequence order and is not counted in
+//! flight, so nothing has to be put back in order when the route arrives,
+//! and a refresh that fails is judged by the same `on_error` as a failed
+//! send. At most one refresh per partition is in flight (one MetaData
+//! request answers every bucket of it) and at most `ROUTE_REFRESHES_MAX` in
+//! all, so a writer that starts many partitions at once does not flood the
+//! coordinator; a partition beyond the bound waits for a free slot with its
+//! batches queued. A route just refreshed carries one batch per bucket even
+//! if its connection has died since, so a leader that keeps dying fails
+//! batches (each an attempt) instead of being refreshed for ever.
 //!
 //! Why per-request tasks rather than a writer task per connection: the
 //! write stays in the caller's future, so a timeout or a writer shut down
@@ -50,7 +71,7 @@ use fjord_format::log_batch::NO_BATCH_SEQUENCE;
 use fjord_proto::messages as pb;
 use fjord_proto::{ApiKey, ErrorCode};
 use tokio::sync::mpsc::UnboundedReceiver;
-use tokio::task::JoinSet;
+use tokio::task::{self, JoinSet};
 
 use crate::admin::TableInfo;
 use crate::client::FlussClient;
@@ -73,6 +94,12 @@ pub(crate) const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// server that never reads or never answers fails the request (retriable)
 /// instead of holding its batches forever.
 const ANSWER_GRACE: Duration = Duration::from_secs(5);
+/// Most route refreshes (MetaData requests to the coordinator) one sender
+/// has in flight at once, each for a different partition: a writer that
+/// starts writing many new partitions at once asks for their leaders a few
+/// at a time instead of flooding the coordinator, and the set of pending
+/// refreshes stays small enough to scan.
+const ROUTE_REFRESHES_MAX: usize = 8;
 
 /// One bucket's queue and in-flight state.
 struct BucketQueue {
@@ -89,6 +116,10 @@ struct BucketQueue {
     /// Set when a batch failed for good with idempotence: later sequences
     /// can never be accepted, so every later batch fails with this reason.
     broken: Option<String>,
+    /// Set when the partition's route was just refreshed, cleared by the
+    /// next send: while the route is there, that send goes out on it even
+    /// if the leader's connection has died since (see the module doc).
+    fresh_route: bool,
 }
 
 impl BucketQueue {
@@ -100,7 +131,19 @@ impl BucketQueue {
             recover_until: None,
             not_before: None,
             broken: None,
+            fresh_route: false,
         }
+    }
+
+    /// Whether the bucket may send its next batch now: it has one, is below
+    /// its in-flight bound and not backing off (an elapsed back-off is
+    /// cleared here).
+    fn may_send(&mut self, idempotent: bool, max_inflight: usize, now: Instant) -> bool {
+        if self.not_before.is_some_and(|t| t <= now) {
+            self.not_before = None;
+        }
+        let limit = inflight_limit(idempotent, max_inflight, self);
+        !self.queue.is_empty() && self.inflight < limit && self.not_before.is_none()
     }
 
     /// Puts a batch back in sequence order (retries go before newer batches).
@@ -120,16 +163,58 @@ struct Answer {
     result: Result<pb::ProduceLogResponse>,
 }
 
+/// The route refreshes in flight: at most one per partition, at most
+/// [`ROUTE_REFRESHES_MAX`] in all.
+struct Refreshes {
+    client: FlussClient,
+    table: Arc<TableInfo>,
+    /// Bound of each refresh: the request timeout plus [`ANSWER_GRACE`].
+    wait: Duration,
+    tasks: JoinSet<Result<TableRoute>>,
+    /// The partition each task refreshes (at most [`ROUTE_REFRESHES_MAX`]
+    /// entries, so a scan beats a map).
+    pending: Vec<(task::Id, Option<i64>)>,
+}
+
+impl Refreshes {
+    /// Starts refreshing `partition`'s route, unless a refresh of it is in
+    /// flight already or [`ROUTE_REFRESHES_MAX`] are (the caller's batches
+    /// then wait in their queues; a finished refresh wakes the sender).
+    fn start(&mut self, partition: Option<i64>) {
+        if self.pending.len() >= ROUTE_REFRESHES_MAX
+            || self.pending.iter().any(|&(_, p)| p == partition)
+        {
+            return;
+        }
+        let client = self.client.clone();
+        let table = Arc::clone(&self.table);
+        let wait = self.wait;
+        let task = self.tasks.spawn(async move {
+            match tokio::time::timeout(wait, client.refresh_route(&table, partition)).await {
+                Ok(route) => route,
+                Err(_) => Err(refresh_timed_out(&table, partition, wait)),
+            }
+        });
+        self.pending.push((task.id(), partition));
+    }
+
+    /// The partition of the finished task `id`, no longer pending.
+    fn finish(&mut self, id: task::Id) -> Option<Option<i64>> {
+        let at = self.pending.iter().position(|&(t, _)| t == id)?;
+        Some(self.pending.swap_remove(at).1)
+    }
+}
+
 /// The sender's state; see the module doc.
 pub(crate) struct Sender {
-    client: FlussClient,
-    table: TableInfo,
+    table: Arc<TableInfo>,
     config: WriterConfig,
     idempotent: bool,
     shared: Arc<Shared>,
     rx: UnboundedReceiver<EncodedBatch>,
     buckets: HashMap<BucketKey, BucketQueue>,
     routes: HashMap<Option<i64>, TableRoute>,
+    refreshes: Refreshes,
     requests: JoinSet<Answer>,
 }
 
@@ -144,8 +229,15 @@ impl Sender {
     ) -> Self {
         let mut routes = HashMap::new();
         routes.insert(initial_route.partition_id(), initial_route);
-        Self {
+        let table = Arc::new(table);
+        let refreshes = Refreshes {
             client,
+            table: Arc::clone(&table),
+            wait: config.request_timeout + ANSWER_GRACE,
+            tasks: JoinSet::new(),
+            pending: Vec::new(),
+        };
+        Self {
             idempotent: config.enable_idempotence,
             table,
             config,
@@ -153,6 +245,7 @@ impl Sender {
             rx,
             buckets: HashMap::new(),
             routes,
+            refreshes,
             requests: JoinSet::new(),
         }
     }
@@ -162,7 +255,7 @@ impl Sender {
     pub(crate) async fn run(mut self) {
         let mut input_open = true;
         loop {
-            self.dispatch().await;
+            self.dispatch();
             if !input_open
                 && self.requests.is_empty()
                 && self.buckets.values().all(|q| q.queue.is_empty())
@@ -181,9 +274,21 @@ impl Sender {
                     None => input_open = false,
                 },
                 Some(joined) = self.requests.join_next(), if !self.requests.is_empty() => match joined {
-                    Ok(answer) => self.on_answer(answer).await,
+                    Ok(answer) => self.on_answer(answer),
                     Err(e) => tracing::error!(error = %e, "produce request task failed"),
                 },
+                Some(joined) = self.refreshes.tasks.join_next_with_id(), if !self.refreshes.tasks.is_empty() => {
+                    let (id, result) = match joined {
+                        Ok((id, result)) => (id, result),
+                        Err(e) => {
+                            tracing::error!(error = %e, "route refresh task failed");
+                            (e.id(), Err(ClientError::WriterClosed("a route refresh task stopped")))
+                        }
+                    };
+                    if let Some(partition) = self.refreshes.finish(id) {
+                        self.on_refresh(partition, result);
+                    }
+                }
                 _ = sleep_until(wake), if wake.is_some() => {}
             }
         }
@@ -219,50 +324,46 @@ impl Sender {
     }
 
     /// Sends every batch that may go now: rounds of one batch per eligible
-    /// bucket, grouped per leader.
-    async fn dispatch(&mut self) {
+    /// bucket, grouped per leader. A bucket that needs a route refresh
+    /// starts one (see [`Refreshes::start`]) and keeps its batches queued.
+    fn dispatch(&mut self) {
         loop {
             let now = Instant::now();
             let mut round: Vec<EncodedBatch> = Vec::new();
             let (idempotent, max_inflight) = (self.idempotent, self.config.max_inflight_per_bucket);
-            for queue in self.buckets.values_mut() {
-                let limit = inflight_limit(idempotent, max_inflight, queue);
-                if queue.not_before.is_some_and(|t| t <= now) {
-                    queue.not_before = None;
+            for (key, queue) in self.buckets.iter_mut() {
+                if !queue.may_send(idempotent, max_inflight, now) {
+                    continue;
                 }
-                if queue.queue.is_empty() || queue.inflight >= limit || queue.not_before.is_some() {
+                let routed = self
+                    .routes
+                    .get(&key.0)
+                    .is_some_and(|route| queue.fresh_route || has_live_leader(route, key.1));
+                if !routed {
+                    self.refreshes.start(key.0);
                     continue;
                 }
                 if let Some(mut batch) = queue.queue.pop_front() {
                     batch.sent_before_predecessor_acked =
                         predecessor_pending(batch.sequence, queue.last_acked);
                     queue.inflight += 1;
+                    queue.fresh_route = false;
                     round.push(batch);
                 }
             }
             if round.is_empty() {
                 return;
             }
-            self.send_round(round).await;
+            self.send_round(round);
         }
     }
 
-    /// Groups one round (at most one batch per bucket) per leader and sends
-    /// requests of at most `request-max-size` bytes.
-    async fn send_round(&mut self, round: Vec<EncodedBatch>) {
+    /// Groups one round (at most one batch per bucket, each with a route)
+    /// per leader and sends requests of at most `request-max-size` bytes.
+    fn send_round(&mut self, round: Vec<EncodedBatch>) {
         let mut per_leader: Vec<(ServerConnection, Vec<EncodedBatch>)> = Vec::new();
-        // Partitions whose route could not be refreshed in this round: their
-        // other batches fail with the same error instead of waiting for
-        // another refresh each (allocated only when a refresh fails).
-        let mut unrouted: Vec<(Option<i64>, ClientError)> = Vec::new();
         for batch in round {
-            let routed = match unrouted.iter().find(|(p, _)| *p == batch.key.0) {
-                Some((_, e)) => Err(e.duplicate()),
-                None => self.refresh_if_stale(batch.key.0).await.inspect_err(|e| {
-                    unrouted.push((batch.key.0, e.duplicate()));
-                }),
-            };
-            let leader = match routed.and_then(|()| self.leader(batch.key)) {
+            let leader = match self.leader(batch.key) {
                 Ok(leader) => leader,
                 Err(e) => {
                     // Counted in flight by `dispatch`, but never sent.
@@ -298,37 +399,50 @@ impl Sender {
         }
     }
 
-    /// Refreshes the route of `partition` when there is none or a leader
-    /// connection of it died. Bounded by the request timeout plus
-    /// [`ANSWER_GRACE`]: a coordinator that stops answering fails the
-    /// refresh (retriable) instead of holding the sender, and so every
-    /// leader's batches, for ever.
-    async fn refresh_if_stale(&mut self, partition: Option<i64>) -> Result<()> {
-        let stale = self.routes.get(&partition).is_none_or(|r| r.is_stale());
-        if !stale {
-            return Ok(());
-        }
-        let wait = self.config.request_timeout + ANSWER_GRACE;
-        let refresh = self.client.refresh_route(&self.table, partition);
-        let route = match tokio::time::timeout(wait, refresh).await {
-            Ok(route) => route?,
-            Err(_) => {
-                return Err(ClientError::Server {
-                    api: ApiKey::MetaData.name(),
-                    error: ErrorCode::RequestTimeOut.with_message(format!(
-                        "no leaders for {} (partition {partition:?}) within {} ms",
-                        self.table.path,
-                        wait.as_millis()
-                    )),
-                })
+    /// A refresh of `partition`'s route finished. A route is stored and
+    /// the next send of each of the partition's waiting buckets goes out
+    /// on it. A
+    /// failure is the error of the head batch of each of the partition's
+    /// buckets that could send now — the batches one round would have
+    /// sent — which `on_error` retries with back-off or fails; later
+    /// batches stay queued and start another refresh when their turn comes.
+    fn on_refresh(&mut self, partition: Option<i64>, result: Result<TableRoute>) {
+        match result {
+            Ok(route) => {
+                self.routes.insert(partition, route);
+                // Only the buckets waiting now: a later batch checks the
+                // connection as usual.
+                for (key, queue) in self.buckets.iter_mut() {
+                    if key.0 == partition && !queue.queue.is_empty() {
+                        queue.fresh_route = true;
+                    }
+                }
             }
-        };
-        self.routes.insert(partition, route);
-        Ok(())
+            Err(error) => {
+                let now = Instant::now();
+                let (idempotent, max_inflight) =
+                    (self.idempotent, self.config.max_inflight_per_bucket);
+                // Allocated only when a refresh fails.
+                let held: Vec<EncodedBatch> = self
+                    .buckets
+                    .iter_mut()
+                    .filter(|(key, _)| key.0 == partition)
+                    .filter_map(|(_, queue)| {
+                        if queue.may_send(idempotent, max_inflight, now) {
+                            queue.queue.pop_front()
+                        } else {
+                            None
+                        }
+                    })
+                    .collect();
+                for batch in held {
+                    self.on_error(batch, error.duplicate());
+                }
+            }
+        }
     }
 
-    /// The leader of `key`'s bucket on the route [`Sender::refresh_if_stale`]
-    /// made sure of.
+    /// The leader of `key`'s bucket on the route `dispatch` found.
     fn leader(&self, key: BucketKey) -> Result<ServerConnection> {
         let Some(route) = self.routes.get(&key.0) else {
             return Err(ClientError::Invalid(format!(
@@ -388,7 +502,7 @@ impl Sender {
         });
     }
 
-    async fn on_answer(&mut self, answer: Answer) {
+    fn on_answer(&mut self, answer: Answer) {
         let Answer { batches, result } = answer;
         match result {
             Err(e) => {
@@ -510,6 +624,13 @@ impl Sender {
                 }
             }
         }
+        if error.needs_metadata_refresh() {
+            // The partition's leaders may have moved: its buckets send
+            // again only after a refresh, whether or not this batch is
+            // retried (a dead connection of one bucket is noticed by the
+            // others' next sends only through this).
+            self.routes.remove(&batch.key.0);
+        }
         let retriable = retry_now || error.is_retriable();
         if retriable && batch.attempts < self.config.retries && queue.broken.is_none() {
             batch.attempts += 1;
@@ -523,9 +644,6 @@ impl Sender {
                 error = %error,
                 "produce failed; retrying"
             );
-            if error.needs_metadata_refresh() {
-                self.routes.remove(&batch.key.0);
-            }
             let backoff = if retry_now {
                 Duration::ZERO
             } else {
@@ -564,6 +682,25 @@ fn backoff(attempt: i32) -> Duration {
     RETRY_BACKOFF_INITIAL
         .saturating_mul(1u32 << shift)
         .min(RETRY_BACKOFF_MAX)
+}
+
+/// Whether `route` can carry `bucket`'s next batch: the bucket's leader
+/// connection is alive. A bucket the route does not have counts as
+/// routable: sending it fails it as invalid, as a refresh would not help.
+fn has_live_leader(route: &TableRoute, bucket: i32) -> bool {
+    !(0..route.bucket_count()).contains(&bucket) || !route.leader(bucket).is_closed()
+}
+
+/// The error of a route refresh that got no answer within `wait`.
+fn refresh_timed_out(table: &TableInfo, partition: Option<i64>, wait: Duration) -> ClientError {
+    ClientError::Server {
+        api: ApiKey::MetaData.name(),
+        error: ErrorCode::RequestTimeOut.with_message(format!(
+            "no leaders for {} (partition {partition:?}) within {} ms",
+            table.path,
+            wait.as_millis()
+        )),
+    }
 }
 
 async fn sleep_until(at: Option<Instant>) {
