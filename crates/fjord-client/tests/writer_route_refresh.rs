@@ -23,7 +23,9 @@ use std::time::Duration;
 
 use arrow_array::{Int64Array, RecordBatch, StringArray};
 use bytes::{Bytes, BytesMut};
-use fjord_client::writer::config::{OPT_ENABLE_IDEMPOTENCE, OPT_REQUEST_TIMEOUT, OPT_RETRIES};
+use fjord_client::writer::config::{
+    OPT_ENABLE_IDEMPOTENCE, OPT_NO_KEY_ASSIGNER, OPT_REQUEST_TIMEOUT, OPT_RETRIES,
+};
 use fjord_client::{
     AppendWriter, BatchCompletion, FlussClient, TableInfo, TablePath, WriterConfig,
 };
@@ -142,6 +144,41 @@ async fn a_refused_route_refresh_is_retried_after_a_back_off() {
     s.finish().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_buckets_of_a_partition_wait_for_one_refresh_and_all_go_out_on_its_route() {
+    let mut s = set_up("shared_refresh", "0").await;
+
+    s.gate.hold(s.gated_id);
+    let first = append(&mut s.writer, 1, GATED_DAY).await;
+    let held = s.gate.next_held().await;
+    let second = append(&mut s.writer, 2, GATED_DAY).await;
+    // The sender takes batches in the order they were appended: once this
+    // one is acknowledged, it has seen the second gated batch too.
+    let routed = append(&mut s.writer, 3, ROUTED_DAY).await;
+    tokio::time::timeout(HANG, routed)
+        .await
+        .expect("the routed partition's batch completes")
+        .expect("the routed partition's batch is acknowledged");
+
+    held.forward();
+    let first = tokio::time::timeout(HANG, first)
+        .await
+        .expect("the first gated batch completes")
+        .expect("the first gated batch is acknowledged");
+    let second = tokio::time::timeout(HANG, second)
+        .await
+        .expect("the second gated batch completes")
+        .expect("the second gated batch is acknowledged");
+    assert_eq!(first.partition_id, Some(s.gated_id));
+    assert_eq!(second.partition_id, Some(s.gated_id));
+    assert_ne!(first.bucket, second.bucket, "two buckets waited");
+    assert!(
+        s.gate.held.try_recv().is_err(),
+        "one MetaData request served both buckets of the partition"
+    );
+    s.finish().await;
+}
+
 /// One test's server, gate, table, partitions and writer.
 struct SetUp {
     server: support::TestServer,
@@ -161,7 +198,8 @@ impl SetUp {
 /// A server behind a gate; table `refresh.<name>` (`id BIGINT, dt STRING`,
 /// partitioned by `dt`) with the partitions [`ROUTED_DAY`] and
 /// [`GATED_DAY`]; a writer with `client.writer.retries` = `retries`
-/// (idempotence off without retries) that has already written one
+/// (idempotence off without retries), each batch to the next bucket
+/// (round robin), that has already written one
 /// acknowledged row to [`ROUTED_DAY`], so that partition is routed.
 async fn set_up(name: &str, retries: &str) -> SetUp {
     let server = support::TestServer::start().await;
@@ -199,6 +237,8 @@ async fn set_up(name: &str, retries: &str) -> SetUp {
         (OPT_REQUEST_TIMEOUT, REQUEST_TIMEOUT),
         (OPT_RETRIES, retries),
         (OPT_ENABLE_IDEMPOTENCE, idempotence),
+        // Consecutive batches go to different buckets.
+        (OPT_NO_KEY_ASSIGNER, "round_robin"),
     ];
     let config = WriterConfig::from_options(options.iter().copied()).expect("valid options");
     let mut writer = client
