@@ -3,8 +3,9 @@
 //! partitions, and the MetaData request for one partition's leaders held
 //! back. The other, already routed partition's batches must still be
 //! acknowledged while the refresh waits; when the coordinator finally
-//! answers, the held partition's batches go out; when it refuses, they fail
-//! (or back off and retry) with its error.
+//! answers, the held partition's batches go out (every bucket of it on the
+//! one refresh); when it refuses, they fail (or back off and retry) with
+//! its error.
 //!
 //! The client bootstraps through a gate: a proxy in front of a real
 //! in-process server that forwards every frame, except MetaData requests
@@ -189,6 +190,7 @@ struct SetUp {
 }
 
 impl SetUp {
+    /// Drops the writer, then stops the server.
     async fn finish(self) {
         drop(self.writer);
         self.server.stop().await;
@@ -199,8 +201,8 @@ impl SetUp {
 /// partitioned by `dt`) with the partitions [`ROUTED_DAY`] and
 /// [`GATED_DAY`]; a writer with `client.writer.retries` = `retries`
 /// (idempotence off without retries), each batch to the next bucket
-/// (round robin), that has already written one
-/// acknowledged row to [`ROUTED_DAY`], so that partition is routed.
+/// (round robin), that has already written one acknowledged row to
+/// [`ROUTED_DAY`], so that partition is routed.
 async fn set_up(name: &str, retries: &str) -> SetUp {
     let server = support::TestServer::start().await;
     let gate = start_gate(server.addr.clone()).await;
