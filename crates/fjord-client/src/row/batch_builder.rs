@@ -1264,8 +1264,8 @@ impl RowBatchBuilder {
     /// buffers (see [`RowBatchBuilder::recycle`]) when given, and makes
     /// room for a batch of `expected_bytes` ([`RowBatchBuilder::estimated_bytes`])
     /// with rows shaped like the last finished batch's — or for as many rows
-    /// and bytes as that batch had, when `expected_bytes` is 0 or smaller —
-    /// so such a batch appends without reallocating. Per batch, not per row.
+    /// and bytes as that batch had, when `expected_bytes` is 0 — so such a
+    /// batch appends without reallocating. Per batch, not per row.
     pub fn prepare(&mut self, recycled: Option<RecordBatch>, expected_bytes: usize) {
         if self.rows != 0 {
             return;
@@ -1278,8 +1278,14 @@ impl RowBatchBuilder {
             .max(self.row_fixed_bytes)
             .max(1);
         // One row more than the estimate: a batch is sealed by the row that
-        // crosses its size.
-        let rows = last_rows.max(expected_bytes / row_bytes + 1);
+        // crosses its size. A smaller estimate than the last batch is kept:
+        // the caller may size batches down (the writer caps what all its
+        // open batches are presized for).
+        let rows = if expected_bytes == 0 {
+            last_rows
+        } else {
+            expected_bytes / row_bytes + 1
+        };
         for column in &mut self.columns {
             column.adopt_spares();
             let var_bytes = column.last_var_bytes.div_ceil(last_rows) * rows;

@@ -146,6 +146,10 @@ struct Slot {
     /// writer is waiting to reserve; the linger task leaves such a batch
     /// open (the writer settles it, then keeps filling it).
     debt_bytes: usize,
+    /// Bytes the batch's buffers were presized for when it opened
+    /// ([`open_batch`]); counted in [`Accumulator::presized_bytes`] while
+    /// the batch is open.
+    presized_bytes: usize,
 }
 
 impl Slot {
@@ -157,6 +161,7 @@ impl Slot {
             seal_at_bytes: 0,
             chunk_bytes: RESERVE_CHUNK_BYTES,
             debt_bytes: 0,
+            presized_bytes: 0,
         })
     }
 }
@@ -225,6 +230,11 @@ pub(crate) struct Accumulator {
     /// Batches handed on (or held by a deficit) so far; flush waits until
     /// this many are completed.
     sealed_count: u64,
+    /// What the open batches' buffers were presized for, together: a new
+    /// batch is presized for at most buffer memory less this, so many
+    /// buckets opening batches after a burst hold about buffer memory of
+    /// presized heap, not buckets x batch size.
+    presized_bytes: usize,
 }
 
 impl Accumulator {
@@ -251,6 +261,7 @@ impl Accumulator {
             encode_tx: Some(encode_tx),
             backlog,
             sealed_count: 0,
+            presized_bytes: 0,
         }
     }
 
@@ -489,12 +500,26 @@ impl Accumulator {
     #[inline(always)]
     fn opened_slot(&mut self, key: BucketKey, shared: &Shared) -> Result<(&mut Slot, bool)> {
         let batch_size = self.batch_size_bytes;
+        // Read before the slot is borrowed; this (empty) slot's batch is
+        // not among the open ones counted.
+        let open_presized = self.presized_bytes;
         let slot = self.slot(key)?;
         let was_empty = slot.builder.is_empty();
         if was_empty {
-            open_batch(slot, batch_size, shared)?;
+            let presize_room = shared.pool.total_bytes().saturating_sub(open_presized);
+            open_batch(slot, batch_size, presize_room, shared)?;
         }
         Ok((slot, was_empty))
+    }
+
+    /// Counts `key`'s batch, which just took its first rows, as open: in
+    /// the list the linger task and flush walk, and its presized buffers
+    /// in [`Accumulator::presized_bytes`]. Undone by [`Accumulator::take`].
+    fn mark_open(&mut self, key: BucketKey) -> Result<()> {
+        let presized = self.slot(key)?.presized_bytes;
+        self.presized_bytes += presized;
+        self.open.push(key);
+        Ok(())
     }
 
     /// After rows went into `key`'s batch: reserves the memory they use
@@ -519,7 +544,7 @@ impl Accumulator {
                 // sealed so acknowledgements free memory soon.
                 slot.debt_bytes = need;
                 if was_empty {
-                    self.open.push(key);
+                    self.mark_open(key)?;
                 }
                 let others: Vec<BucketKey> =
                     self.open.iter().copied().filter(|k| *k != key).collect();
@@ -533,7 +558,7 @@ impl Accumulator {
             }
         }
         if was_empty {
-            self.open.push(key);
+            self.mark_open(key)?;
         }
         if bytes >= seal_at {
             self.seal(key)?;
@@ -581,8 +606,10 @@ impl Accumulator {
         let batch = slot.builder.finish_and_release()?;
         let reserved_bytes = std::mem::take(&mut slot.reserved_bytes);
         slot.debt_bytes = 0;
+        let presized = slot.presized_bytes;
         if let Some(at) = self.open.iter().position(|k| *k == key) {
             self.open.swap_remove(at);
+            self.presized_bytes -= presized;
         }
         self.assigner.on_batch_sealed(key.1);
         self.sealed_count += 1;
@@ -674,8 +701,14 @@ fn hard_limit(shared: &Shared) -> usize {
 }
 
 /// Readies `slot`'s empty batch for its first row: once per batch, not per
-/// row.
-fn open_batch(slot: &mut Slot, batch_size: usize, shared: &Shared) -> Result<()> {
+/// row. `presize_room` is what the other open batches' presizing left of
+/// buffer memory.
+fn open_batch(
+    slot: &mut Slot,
+    batch_size: usize,
+    presize_room: usize,
+    shared: &Shared,
+) -> Result<()> {
     // An earlier batch's failure is reported instead of opening another
     // batch.
     if let Some(e) = shared.failure() {
@@ -689,18 +722,22 @@ fn open_batch(slot: &mut Slot, batch_size: usize, shared: &Shared) -> Result<()>
     slot.chunk_bytes = (slot.seal_at_bytes / 4).clamp(RESERVE_CHUNK_MIN_BYTES, RESERVE_CHUNK_BYTES);
     // Its memory: a recycled batch's buffers (sized by the batches before),
     // with room for the batch it will likely be: the seal size, but at most
-    // PRESIZE_GROWTH_MAX beyond this bucket's last batch (at least one
-    // reservation step). Not the seal size alone: many buckets each opening
-    // a batch of that size would hold far more heap than buffer memory
-    // counts. The growth allowance is what keeps a batch from reallocating
-    // (copying all its rows) while the learned compression ratio still
-    // grows batches from one to the next.
+    // PRESIZE_GROWTH_MAX beyond this bucket's last batch, and at most what
+    // the other open batches' presizing left of buffer memory (at least
+    // one reservation step). Not the seal size alone, nor the last batch
+    // alone: many buckets opening batches after a burst of full ones would
+    // hold buckets x batch size of heap that buffer memory does not count
+    // (tests/writer_heap_many_buckets.rs). The growth allowance is what
+    // keeps a batch from reallocating (copying all its rows) while the
+    // learned compression ratio still grows batches from one to the next.
     let last = slot.builder.last_batch_bytes();
     let likely = slot
         .seal_at_bytes
         .min(last.saturating_add(last / PRESIZE_GROWTH_MAX_DIVISOR))
+        .min(presize_room)
         .max(slot.chunk_bytes);
     slot.builder.prepare(shared.recycled.take(), likely);
+    slot.presized_bytes = likely;
     Ok(())
 }
 
