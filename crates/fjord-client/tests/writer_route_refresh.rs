@@ -28,7 +28,8 @@ use fjord_client::writer::config::{
     OPT_ENABLE_IDEMPOTENCE, OPT_NO_KEY_ASSIGNER, OPT_REQUEST_TIMEOUT, OPT_RETRIES,
 };
 use fjord_client::{
-    AppendWriter, BatchCompletion, FlussClient, TableInfo, TablePath, WriterConfig,
+    AppendWriter, BatchAck, BatchCompletion, ClientError, FlussClient, TableInfo, TablePath,
+    WriterConfig,
 };
 use fjord_format::schema::Schema;
 use fjord_format::types::DataType;
@@ -67,10 +68,7 @@ async fn a_held_route_refresh_does_not_delay_another_partitions_batches() {
     let held = s.gate.next_held().await;
 
     let routed = append(&mut s.writer, 2, ROUTED_DAY).await;
-    let ack = tokio::time::timeout(HANG, routed)
-        .await
-        .expect("the routed partition's batch completes")
-        .expect("the routed partition's batch is acknowledged");
+    let ack = acknowledged(routed, "the routed partition's batch is acknowledged").await;
     assert_eq!(ack.partition_id, Some(s.routed_id));
     assert!(ack.base_offset >= 0, "{ack:?}");
     assert!(
@@ -82,10 +80,11 @@ async fn a_held_route_refresh_does_not_delay_another_partitions_batches() {
 
     // The coordinator answers at last: the waiting batch goes out.
     held.forward();
-    let ack = tokio::time::timeout(HANG, gated)
-        .await
-        .expect("the gated partition's batch completes")
-        .expect("the gated partition's batch is acknowledged once its route arrives");
+    let ack = acknowledged(
+        gated,
+        "the gated partition's batch is acknowledged once its route arrives",
+    )
+    .await;
     assert_eq!(ack.partition_id, Some(s.gated_id));
     assert!(ack.base_offset >= 0, "{ack:?}");
     s.finish().await;
@@ -99,10 +98,7 @@ async fn a_refused_route_refresh_fails_its_partitions_batch_with_the_coordinator
     let gated = append(&mut s.writer, 1, GATED_DAY).await;
     let held = s.gate.next_held().await;
     held.refuse(ErrorCode::LeaderNotAvailableException, "no leader yet");
-    let error = tokio::time::timeout(HANG, gated)
-        .await
-        .expect("the gated partition's batch completes")
-        .expect_err("no route: the batch cannot be written");
+    let error = refused(gated, "no route: the batch cannot be written").await;
     assert_eq!(
         error.error_code(),
         Some(ErrorCode::LeaderNotAvailableException),
@@ -115,10 +111,7 @@ async fn a_refused_route_refresh_fails_its_partitions_batch_with_the_coordinator
 
     // The other partition's route is untouched.
     let routed = append(&mut s.writer, 2, ROUTED_DAY).await;
-    let ack = tokio::time::timeout(HANG, routed)
-        .await
-        .expect("the routed partition's batch completes")
-        .expect("the routed partition's batch is acknowledged");
+    let ack = acknowledged(routed, "the routed partition's batch is acknowledged").await;
     assert_eq!(ack.partition_id, Some(s.routed_id));
     s.finish().await;
 }
@@ -136,10 +129,7 @@ async fn a_refused_route_refresh_is_retried_after_a_back_off() {
         .refuse(ErrorCode::LeaderNotAvailableException, "no leader yet");
     // The batch backs off, then asks for its route again.
     s.gate.next_held().await.forward();
-    let ack = tokio::time::timeout(HANG, gated)
-        .await
-        .expect("the gated partition's batch completes")
-        .expect("the retried refresh routes the batch");
+    let ack = acknowledged(gated, "the retried refresh routes the batch").await;
     assert_eq!(ack.partition_id, Some(s.gated_id));
     assert_eq!(s.writer.stats().retries, 1, "one retry after the refusal");
     s.finish().await;
@@ -156,20 +146,11 @@ async fn the_buckets_of_a_partition_wait_for_one_refresh_and_all_go_out_on_its_r
     // The sender takes batches in the order they were appended: once this
     // one is acknowledged, it has seen the second gated batch too.
     let routed = append(&mut s.writer, 3, ROUTED_DAY).await;
-    tokio::time::timeout(HANG, routed)
-        .await
-        .expect("the routed partition's batch completes")
-        .expect("the routed partition's batch is acknowledged");
+    acknowledged(routed, "the routed partition's batch is acknowledged").await;
 
     held.forward();
-    let first = tokio::time::timeout(HANG, first)
-        .await
-        .expect("the first gated batch completes")
-        .expect("the first gated batch is acknowledged");
-    let second = tokio::time::timeout(HANG, second)
-        .await
-        .expect("the second gated batch completes")
-        .expect("the second gated batch is acknowledged");
+    let first = acknowledged(first, "the first gated batch is acknowledged").await;
+    let second = acknowledged(second, "the second gated batch is acknowledged").await;
     assert_eq!(first.partition_id, Some(s.gated_id));
     assert_eq!(second.partition_id, Some(s.gated_id));
     assert_ne!(first.bucket, second.bucket, "two buckets waited");
@@ -248,10 +229,7 @@ async fn set_up(name: &str, retries: &str) -> SetUp {
         .await
         .expect("writer");
     let first = append(&mut writer, 0, ROUTED_DAY).await;
-    tokio::time::timeout(HANG, first)
-        .await
-        .expect("the first batch completes")
-        .expect("the first batch is acknowledged");
+    acknowledged(first, "the first batch is acknowledged").await;
     SetUp {
         server,
         gate,
@@ -262,6 +240,25 @@ async fn set_up(name: &str, retries: &str) -> SetUp {
 }
 
 /// Appends one row `(id, day)` as its own batch; returns its completion.
+/// The batch's acknowledgement; `what` says what the test expected when it
+/// is refused instead. [`HANG`] turns a hang into a failure.
+async fn acknowledged(completion: BatchCompletion, what: &str) -> BatchAck {
+    match tokio::time::timeout(HANG, completion).await {
+        Ok(Ok(ack)) => ack,
+        Ok(Err(e)) => panic!("{what}: refused: {e}"),
+        Err(_) => panic!("{what}: no completion within {HANG:?}"),
+    }
+}
+
+/// The batch's refusal; `what` says why the test expected one.
+async fn refused(completion: BatchCompletion, what: &str) -> ClientError {
+    match tokio::time::timeout(HANG, completion).await {
+        Ok(Err(e)) => e,
+        Ok(Ok(ack)) => panic!("{what}: acknowledged instead: {ack:?}"),
+        Err(_) => panic!("{what}: no completion within {HANG:?}"),
+    }
+}
+
 async fn append(writer: &mut AppendWriter, id: i64, day: &str) -> BatchCompletion {
     let schema = writer.arrow_schema().clone();
     let batch = RecordBatch::try_new(
