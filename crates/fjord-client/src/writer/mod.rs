@@ -169,6 +169,7 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    #[inline]
     fn lock(&self) -> MutexGuard<'_, Accumulator> {
         self.acc.lock().unwrap_or_else(|e| e.into_inner())
     }
