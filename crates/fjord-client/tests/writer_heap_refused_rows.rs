@@ -83,10 +83,15 @@ const BATCH_BYTES: usize = 256 << 10;
 /// `open_batch`: one reservation step, the seal size / 4 within [4 KiB,
 /// 128 KiB]; crate-private, restated).
 const CHUNK_BYTES: usize = BATCH_BYTES / 4;
+/// Heap of a presized batch beyond the estimate it was presized for: one
+/// row more (`RowBatchBuilder::prepare`) and the 64-byte rounding of its
+/// buffers.
+const PRESIZE_SLACK_BYTES: usize = 8 + 4 + PAYLOAD_BYTES + 1 + 5 * 64;
 /// What the presize cap lets open batches hold together: buffer memory,
-/// and one reservation step for each bucket beyond it. Refused rows open
-/// no batch, so they should hold far less; this is the cap's own bound.
-const CAP_BYTES: usize = MEMORY_BYTES + BUCKETS * CHUNK_BYTES;
+/// and one reservation step for each bucket beyond it, with each batch's
+/// slack. Refused rows open no batch, so they should hold far less; this
+/// is the cap's own bound, whichever way a fix counts them.
+const CAP_BYTES: usize = MEMORY_BYTES + BUCKETS * (CHUNK_BYTES + PRESIZE_SLACK_BYTES);
 /// Bytes of every row's STRING value.
 const PAYLOAD_BYTES: usize = 1000;
 /// Bytes of the oversized rows' STRING value: four times the 1 MiB of
