@@ -101,8 +101,6 @@ const OVERSIZED_BYTES: usize = 4 << 20;
 const HANG: Duration = Duration::from_secs(120);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "review8: a row refused as its batch's first leaves the presized buffers \
-            uncounted by the presize cap (accumulator.rs append_row / mark_open)"]
 async fn refused_first_rows_after_a_burst_hold_no_more_heap_than_the_presize_cap_allows() {
     let _turn = TURN.lock().await;
     let server = TestServer::start().await;
@@ -184,9 +182,6 @@ async fn refused_first_rows_after_a_burst_hold_no_more_heap_than_the_presize_cap
 static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "review8: a row too large for buffer memory, refused alone in its batch, leaves \
-            its bytes in the bucket's builder (accumulator.rs take_back_row truncates, keeps \
-            the capacity)"]
 async fn refused_oversized_rows_leave_no_heap_behind_in_their_buckets() {
     let _turn = TURN.lock().await;
     let server = TestServer::start().await;

@@ -63,9 +63,9 @@ const SHORT_VALUE_MAX: usize = 16;
 fn extend_short(buffer: &mut MutableBuffer, bytes: &[u8]) {
     buffer.reserve(bytes.len());
     let at = buffer.len();
-    // SAFETY: `reserve` made room for `bytes.len()` more bytes after `at`
-    // (a fresh allocation: no overlap with `bytes`), and `set_len` covers
-    // exactly the bytes `copy_short` wrote.
+    // SAFETY: `reserve` made room for `bytes.len()` more bytes after `at`;
+    // `buffer` is borrowed exclusively, so `bytes` cannot lie in it; and
+    // `set_len` covers exactly the bytes `copy_short` wrote.
     unsafe {
         copy_short(buffer.as_mut_ptr().add(at), bytes);
         buffer.set_len(at + bytes.len());

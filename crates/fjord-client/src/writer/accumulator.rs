@@ -348,7 +348,9 @@ impl Accumulator {
         let bucket = self.assigner.assign(row)?;
         let key = (partition, bucket);
         let (slot, was_empty) = self.opened_slot(key, shared)?;
-        slot.builder.append(row)?;
+        if let Err(e) = slot.builder.append(row) {
+            return Err(refused_first_row(slot, was_empty, e));
+        }
         let bytes = slot.builder.estimated_bytes();
         // Nearly every row: its batch was open, and stays within the memory
         // it reserved (never more than buffer memory, so within the hard
@@ -389,6 +391,9 @@ impl Accumulator {
         let rows = slot.builder.len();
         slot.builder.truncate_rows(rows - 1);
         if rows == 1 {
+            // The row's room (larger than buffer memory) is not kept for a
+            // batch that may never come.
+            slot.builder.release_memory();
             return Err(shared.pool.too_large(bytes));
         }
         self.seal(key)?;
@@ -477,6 +482,10 @@ impl Accumulator {
             refused = Some(shared.pool.too_large(bytes));
         }
         let mut outcome = if appended == 0 {
+            if was_empty {
+                // As for a refused first row (`refused_first_row`).
+                self.slot(key)?.builder.release_memory();
+            }
             RowOutcome::Buffered
         } else {
             self.appended(key, was_empty, shared)?
@@ -690,6 +699,20 @@ impl Accumulator {
     pub(crate) fn close(&mut self) {
         self.encode_tx = None;
     }
+}
+
+/// `error`, a refusal of the row `slot`'s batch was just opened for: the
+/// batch stays empty, so it is not counted open (`mark_open`) and its
+/// presized buffers would be held, uncounted by
+/// [`Accumulator::presized_bytes`], until the bucket's next batch: they are
+/// released (the next row opens the batch again).
+#[cold]
+#[inline(never)]
+fn refused_first_row(slot: &mut Slot, was_empty: bool, error: ClientError) -> ClientError {
+    if was_empty {
+        slot.builder.release_memory();
+    }
+    error
 }
 
 /// The most a batch may estimate: all of buffer memory (its reservation

@@ -411,6 +411,15 @@ impl AppendWriter {
     /// alone is put in a batch of its own), or an earlier batch's failure (reported by the
     /// first row that would open a new batch after it; rows already in an
     /// open batch are still sent, and `flush` reports the failure too).
+    ///
+    /// Cancelling: a call dropped before it completes loses no buffer
+    /// memory, but whether its row was appended depends on what it was
+    /// waiting for. Waiting for memory or the encoder after its row went
+    /// in, the row is in and will be sent; waiting before appending it (to
+    /// settle an earlier call's memory, for its partition to be created, or
+    /// for the encoder before appending a row again into a batch of its
+    /// own), it is not. A caller that gives up on a call and appends the
+    /// row again may write it twice.
     pub fn append<'a, R: InternalRow + ?Sized>(
         &'a mut self,
         row: &'a R,
@@ -724,40 +733,35 @@ impl Drop for AppendWriter {
 
 /// The future [`AppendWriter::append`] returns. Its first poll appends the
 /// row when nothing must be waited for — nearly every row — at little more
-/// than the append's own cost: the future is four words, and the waiting
-/// path (memory, the encoder, a partition to create; about once a batch),
-/// built by `then_wait` only when needed, is polled from `waiting`. An
-/// `async fn` here cost about 40 instructions a row more, in building,
-/// polling and dropping its state (docs/bench-notes/client.md, "Seventh
-/// pass").
+/// than the append's own cost: the future is five words. The waiting path
+/// (memory, the encoder, a partition to create), built by `then_wait` only
+/// when a row needs it, is boxed: one allocation per wait, about once a
+/// batch, where an `async fn` here carried that path's state inline (2 KB)
+/// and cost about 40 instructions a row more in building, polling and
+/// dropping it (docs/bench-notes/client.md, "Seventh pass"). Boxed, it is
+/// also `Unpin`, so nothing here needs pinning by hand.
 struct Append<'a, R: ?Sized, W, F> {
     /// Taken by the first poll.
     writer: Option<&'a mut AppendWriter>,
     row: &'a R,
     /// Builds the waiting path; taken when it is built.
     then_wait: Option<W>,
-    /// The waiting path, once built: pinned in place (never moved out).
-    waiting: Option<F>,
+    /// The waiting path, once built.
+    waiting: Option<Pin<Box<F>>>,
 }
 
 impl<'a, R, W, F> Future for Append<'a, R, W, F>
 where
     R: InternalRow + ?Sized,
-    W: FnOnce(&'a mut AppendWriter, &'a R, Option<RowOutcome>) -> F,
+    W: FnOnce(&'a mut AppendWriter, &'a R, Option<RowOutcome>) -> F + Unpin,
     F: Future<Output = Result<()>>,
 {
     type Output = Result<()>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
-        // SAFETY: `waiting` is structurally pinned: once set it is only
-        // polled through a pin and dropped in place, never moved or
-        // replaced (`Append` has no `Drop` of its own and is `Unpin` only
-        // when `F` is). The other fields are not pinned; taking them out
-        // moves nothing pinned.
-        let this = unsafe { self.get_unchecked_mut() };
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        let this = &mut *self;
         if let Some(waiting) = this.waiting.as_mut() {
-            // SAFETY: see above; `waiting` lives in the pinned `Append`.
-            return unsafe { Pin::new_unchecked(waiting) }.poll(cx);
+            return waiting.as_mut().poll(cx);
         }
         let writer = this
             .writer
@@ -772,9 +776,10 @@ where
             .then_wait
             .take()
             .expect("the waiting path is built once");
-        let waiting = this.waiting.insert(then_wait(writer, this.row, outcome));
-        // SAFETY: as above: just placed in the pinned `Append`, never moved.
-        unsafe { Pin::new_unchecked(waiting) }.poll(cx)
+        this.waiting
+            .insert(Box::pin(then_wait(writer, this.row, outcome)))
+            .as_mut()
+            .poll(cx)
     }
 }
 
