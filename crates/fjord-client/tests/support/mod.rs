@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod metadata_gate;
+
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
