@@ -16,14 +16,14 @@ mod support;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Waker};
-use support::metadata_gate::{acknowledged, append_day_row, refused, MetadataGate};
+use support::metadata_gate::{
+    acknowledged, append_day_row, create_day_partitions, refused, MetadataGate,
+};
 
 use fjord_client::writer::config::{
     OPT_ENABLE_IDEMPOTENCE, OPT_NO_KEY_ASSIGNER, OPT_REQUEST_TIMEOUT, OPT_RETRIES,
 };
-use fjord_client::{AppendWriter, FlussClient, TableInfo, TablePath, WriterConfig};
-use fjord_format::schema::Schema;
-use fjord_format::types::DataType;
+use fjord_client::{AppendWriter, FlussClient, TablePath, WriterConfig};
 use fjord_proto::ErrorCode;
 
 /// Buckets per partition.
@@ -170,30 +170,10 @@ async fn set_up(name: &str, retries: &str) -> SetUp {
     let client = FlussClient::connect(std::slice::from_ref(&gate.addr))
         .await
         .expect("client connects");
-    let schema = Schema::builder()
-        .column("id", DataType::bigint())
-        .column("dt", DataType::string())
-        .build()
-        .expect("schema");
     let path = TablePath::new("refresh", name);
-    let admin = client.admin();
-    let table: TableInfo =
-        support::create_partitioned_table(&admin, &path, schema, &["dt"], Some(BUCKETS)).await;
-    for day in [ROUTED_DAY, GATED_DAY] {
-        admin
-            .create_partition(&path, &[("dt".to_owned(), day.to_owned())], false)
-            .await
-            .expect("create partition");
-    }
-    let partitions = admin.list_partitions(&path, None).await.expect("list");
-    let id_of = |day: &str| {
-        partitions
-            .iter()
-            .find(|p| p.name == day)
-            .map(|p| p.partition_id)
-            .expect("partition listed")
-    };
-    let (routed_id, gated_id) = (id_of(ROUTED_DAY), id_of(GATED_DAY));
+    let (table, ids) =
+        create_day_partitions(&client, &path, BUCKETS, &[ROUTED_DAY, GATED_DAY]).await;
+    let (routed_id, gated_id) = (ids[0], ids[1]);
 
     let idempotence = if retries == "0" { "false" } else { "true" };
     let options = [

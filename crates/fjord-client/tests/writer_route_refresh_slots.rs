@@ -10,12 +10,12 @@
 
 mod support;
 
-use support::metadata_gate::{acknowledged, append_day_row, refused, Held, MetadataGate};
+use support::metadata_gate::{
+    acknowledged, append_day_row, create_day_partitions, refused, Held, MetadataGate,
+};
 
 use fjord_client::writer::config::{OPT_NO_KEY_ASSIGNER, OPT_RETRIES};
 use fjord_client::{AppendWriter, FlussClient, TablePath, WriterConfig};
-use fjord_format::schema::Schema;
-use fjord_format::types::DataType;
 use fjord_proto::ErrorCode;
 
 /// The sender's bound on refreshes in flight (sender.rs
@@ -139,31 +139,15 @@ async fn set_up(name: &str, gated: usize, retries: &str) -> SetUp {
     let client = FlussClient::connect(std::slice::from_ref(&gate.addr))
         .await
         .expect("client connects");
-    let schema = Schema::builder()
-        .column("id", DataType::bigint())
-        .column("dt", DataType::string())
-        .build()
-        .expect("schema");
     let path = TablePath::new("slots", name);
-    let admin = client.admin();
-    let table = support::create_partitioned_table(&admin, &path, schema, &["dt"], Some(2)).await;
     let routed = "r0".to_owned();
     let names: Vec<String> = (0..gated).map(|i| format!("g{i}")).collect();
-    for day in std::iter::once(&routed).chain(&names) {
-        admin
-            .create_partition(&path, &[("dt".to_owned(), day.clone())], false)
-            .await
-            .expect("create partition");
-    }
-    let partitions = admin.list_partitions(&path, None).await.expect("list");
-    let id_of = |day: &str| {
-        partitions
-            .iter()
-            .find(|p| p.name == day)
-            .map(|p| p.partition_id)
-            .expect("partition listed")
-    };
-    let gated = names.iter().map(|n| (n.clone(), id_of(n))).collect();
+    let days: Vec<&str> = std::iter::once(&routed)
+        .chain(&names)
+        .map(String::as_str)
+        .collect();
+    let (table, ids) = create_day_partitions(&client, &path, 2, &days).await;
+    let gated = names.into_iter().zip(ids[1..].iter().copied()).collect();
     let idempotence = if retries == "0" { "false" } else { "true" };
     let options = [
         (OPT_RETRIES, retries),

@@ -12,7 +12,11 @@ use std::time::Duration;
 
 use arrow_array::{Int64Array, RecordBatch, StringArray};
 use bytes::{Bytes, BytesMut};
-use fjord_client::{AppendWriter, BatchAck, BatchCompletion, ClientError};
+use fjord_client::{
+    AppendWriter, BatchAck, BatchCompletion, ClientError, FlussClient, TableInfo, TablePath,
+};
+use fjord_format::schema::Schema;
+use fjord_format::types::DataType;
 use fjord_proto::frame::encode_error_response;
 use fjord_proto::messages as pb;
 use fjord_proto::ErrorCode;
@@ -115,6 +119,42 @@ impl Held {
             .expect("error frame");
         self.to_client.send(out.freeze()).expect("connection open");
     }
+}
+
+/// Creates `path` as `id BIGINT, dt STRING`, partitioned by `dt`, with
+/// `buckets` buckets and the partitions `days`; returns the table and the
+/// partitions' ids, in the order of `days`.
+pub async fn create_day_partitions(
+    client: &FlussClient,
+    path: &TablePath,
+    buckets: i32,
+    days: &[&str],
+) -> (TableInfo, Vec<i64>) {
+    let schema = Schema::builder()
+        .column("id", DataType::bigint())
+        .column("dt", DataType::string())
+        .build()
+        .expect("schema");
+    let admin = client.admin();
+    let table = super::create_partitioned_table(&admin, path, schema, &["dt"], Some(buckets)).await;
+    for day in days {
+        admin
+            .create_partition(path, &[("dt".to_owned(), (*day).to_owned())], false)
+            .await
+            .expect("create partition");
+    }
+    let partitions = admin.list_partitions(path, None).await.expect("list");
+    let ids = days
+        .iter()
+        .map(|day| {
+            partitions
+                .iter()
+                .find(|p| p.name == *day)
+                .map(|p| p.partition_id)
+                .expect("partition listed")
+        })
+        .collect();
+    (table, ids)
 }
 
 /// Appends one row `(id, day)` of an `id BIGINT, <day> STRING` table as its
