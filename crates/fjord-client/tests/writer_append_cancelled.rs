@@ -12,6 +12,8 @@
 
 mod support;
 
+use support::{append_in_time, flush_in_time, HANG};
+
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
@@ -22,11 +24,9 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::RecordBatch;
 use fjord_client::row::Datum;
-use fjord_client::{AppendWriter, TablePath, WriterConfig};
+use fjord_client::{TablePath, WriterConfig};
 use support::{Fault, TestServer};
 
-/// Turns a hang into a failure; asserts no timing.
-const HANG: Duration = Duration::from_secs(120);
 /// Rows the memory test writes at most before an append has to wait: far
 /// more than the buffer memory holds, so one must.
 const ROWS_MAX: i64 = 20_000;
@@ -45,13 +45,6 @@ fn ids(batches: &[RecordBatch]) -> Vec<i64> {
         .iter()
         .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
         .collect()
-}
-
-async fn flush_in_time(writer: &mut AppendWriter) {
-    tokio::time::timeout(HANG, writer.flush())
-        .await
-        .expect("flush finishes")
-        .expect("flush succeeds");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -91,10 +84,7 @@ async fn an_append_dropped_while_waiting_for_memory_writes_its_row_once_and_leak
     let more = dropped_at + 1..dropped_at + 20;
     for id in more.clone() {
         let row = [Datum::BigInt(id), Datum::String(&text)];
-        tokio::time::timeout(HANG, writer.append(&row[..]))
-            .await
-            .expect("append finishes")
-            .expect("append");
+        append_in_time(&mut writer, &row[..]).await;
     }
     flush_in_time(&mut writer).await;
     assert_eq!(
@@ -148,10 +138,7 @@ async fn an_append_dropped_while_its_partition_is_created_writes_the_row_only_wh
     // Appended again, then another row: each written once.
     for id in [1, 2] {
         let row = [Datum::BigInt(id), Datum::String("20261203")];
-        tokio::time::timeout(HANG, writer.append(&row[..]))
-            .await
-            .expect("append finishes")
-            .expect("append");
+        append_in_time(&mut writer, &row[..]).await;
     }
     flush_in_time(&mut writer).await;
     assert_eq!(writer.stats().buffered_bytes, 0, "no memory left reserved");

@@ -19,9 +19,10 @@
 
 mod support;
 
+use support::{append_in_time, flush_in_time};
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
-use std::time::Duration;
 
 use fjord_client::bucket::{BucketAssigner, NoKeyAssigner};
 use fjord_client::row::{Datum, RowBatchBuilder};
@@ -97,8 +98,6 @@ const PAYLOAD_BYTES: usize = 1000;
 /// Bytes of the oversized rows' STRING value: four times the 1 MiB of
 /// buffer memory of [`refused_oversized_rows_leave_no_heap_behind_in_their_buckets`].
 const OVERSIZED_BYTES: usize = 4 << 20;
-/// Turns a hang into a failure; asserts no timing.
-const HANG: Duration = Duration::from_secs(120);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_first_rows_after_a_burst_hold_no_more_heap_than_the_presize_cap_allows() {
@@ -144,10 +143,7 @@ async fn refused_first_rows_after_a_burst_hold_no_more_heap_than_the_presize_cap
     for list in &ids {
         for &id in list {
             let row = [Datum::BigInt(id), Datum::String(&payload)];
-            tokio::time::timeout(HANG, writer.append(&row[..]))
-                .await
-                .expect("append finishes")
-                .expect("append");
+            append_in_time(&mut writer, &row[..]).await;
         }
     }
     flush_in_time(&mut writer).await;
@@ -241,11 +237,4 @@ fn rows_per_full_batch(writer: &AppendWriter, payload: &str) -> usize {
         rows += 1;
     }
     rows
-}
-
-async fn flush_in_time(writer: &mut AppendWriter) {
-    tokio::time::timeout(HANG, writer.flush())
-        .await
-        .expect("flush finishes")
-        .expect("flush succeeds");
 }

@@ -8,7 +8,6 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use arrow_array::{Int64Array, RecordBatch, StringArray};
 use bytes::{Bytes, BytesMut};
@@ -28,8 +27,7 @@ use tokio::sync::mpsc;
 
 /// MetaData's api key.
 const METADATA: i16 = 1012;
-/// Outer bound of every wait: turns a hang into a failure, asserts no timing.
-pub const HANG: Duration = Duration::from_secs(120);
+pub use super::HANG;
 
 /// The proxy; see the module doc.
 pub struct MetadataGate {

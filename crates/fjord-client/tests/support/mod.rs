@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arrow_array::RecordBatch;
-use fjord_client::{FlussClient, LogScanner, ScannerConfig, TableInfo, TablePath};
+use fjord_client::row::InternalRow;
+use fjord_client::{AppendWriter, FlussClient, LogScanner, ScannerConfig, TableInfo, TablePath};
 use fjord_format::schema::{
     DatabaseDescriptor, Schema, TableDescriptor, TableDistribution,
     TABLE_LOG_ARROW_COMPRESSION_TYPE,
@@ -24,6 +25,28 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+
+/// Outer bound of a test's waits: turns a hang into a failure, asserts no
+/// timing.
+pub const HANG: Duration = Duration::from_secs(120);
+
+/// Appends `row`, failing the test if the append is refused or does not
+/// finish within [`HANG`].
+pub async fn append_in_time<R: InternalRow + ?Sized>(writer: &mut AppendWriter, row: &R) {
+    tokio::time::timeout(HANG, writer.append(row))
+        .await
+        .expect("append finishes")
+        .expect("append");
+}
+
+/// Flushes `writer`, failing the test if the flush fails or does not
+/// finish within [`HANG`].
+pub async fn flush_in_time(writer: &mut AppendWriter) {
+    tokio::time::timeout(HANG, writer.flush())
+        .await
+        .expect("flush finishes")
+        .expect("flush succeeds");
+}
 
 /// ProduceLog's api key.
 const PRODUCE_LOG: i16 = 1014;
