@@ -42,6 +42,31 @@ async fn read_bucket(socket: &mut TcpStream) -> std::io::Result<i32> {
     Ok(body.buckets_req[0].bucket_id)
 }
 
+/// Waits until every task's frame is written, then reads as many frames
+/// from `peer`: the buckets they carry, in the order they arrived.
+async fn written_then_read<T, const N: usize>(
+    peer: &mut TcpStream,
+    tasks: [tokio::task::JoinHandle<fjord_client::Result<T>>; N],
+) -> Vec<i32> {
+    for task in tasks {
+        tokio::time::timeout(HANG, task)
+            .await
+            .expect("written")
+            .expect("task")
+            .expect("the frame is written");
+    }
+    let mut order = Vec::with_capacity(N);
+    for _ in 0..N {
+        order.push(
+            tokio::time::timeout(HANG, read_bucket(peer))
+                .await
+                .expect("frame arrives")
+                .expect("whole frame"),
+        );
+    }
+    order
+}
+
 /// Whether `future` is still pending (polled once, without waiting).
 fn is_pending<F: Future>(future: Pin<&mut F>) -> bool {
     let mut cx = Context::from_waker(Waker::noop());
@@ -100,22 +125,7 @@ async fn queued_frames_reach_the_server_in_queue_order_whichever_future_runs_fir
     let third = tokio::spawn(third);
     let second = tokio::spawn(second);
     let first = tokio::spawn(first);
-    for task in [third, second, first] {
-        tokio::time::timeout(HANG, task)
-            .await
-            .expect("written")
-            .expect("task")
-            .expect("the frame is written");
-    }
-    let mut order = Vec::new();
-    for _ in 0..3 {
-        order.push(
-            tokio::time::timeout(HANG, read_bucket(&mut peer))
-                .await
-                .expect("frame arrives")
-                .expect("whole frame"),
-        );
-    }
+    let order = written_then_read(&mut peer, [third, second, first]).await;
     assert_eq!(order, [0, 1, 2], "frames in the order they were queued");
 }
 
@@ -221,22 +231,7 @@ async fn a_send_given_up_while_waiting_its_turn_lets_no_later_frame_overtake_an_
         is_pending(third.as_mut()),
         "the third frame was written before the first"
     );
-    for task in [tokio::spawn(third), tokio::spawn(first)] {
-        tokio::time::timeout(HANG, task)
-            .await
-            .expect("written")
-            .expect("task")
-            .expect("the frame is written");
-    }
-    let mut order = Vec::new();
-    for _ in 0..2 {
-        order.push(
-            tokio::time::timeout(HANG, read_bucket(&mut peer))
-                .await
-                .expect("frame arrives")
-                .expect("whole frame"),
-        );
-    }
+    let order = written_then_read(&mut peer, [tokio::spawn(third), tokio::spawn(first)]).await;
     assert_eq!(order, [0, 2], "frames in the order they were queued");
     assert!(
         !connection.is_closed(),
