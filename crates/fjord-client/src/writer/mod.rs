@@ -432,27 +432,21 @@ impl AppendWriter {
         }
     }
 
-    /// [`AppendWriter::append`] when nothing must be waited for first (no
-    /// deficit left to settle, the row's partition known): appends the row
-    /// and returns `None`, or the wait the row led to. `Some(None)` when
-    /// the row could not be tried yet (it needs the waiting path from the
-    /// start).
+    /// [`AppendWriter::append`] without waiting: appends the row unless
+    /// something must be waited for first (a deficit left to settle, the
+    /// row's partition to create).
     #[inline(always)]
-    fn append_now<R: InternalRow + ?Sized>(
-        &mut self,
-        row: &R,
-    ) -> Result<Option<Option<RowOutcome>>> {
+    fn append_now<R: InternalRow + ?Sized>(&mut self, row: &R) -> Result<AppendNow> {
         if self.deficit.is_some() {
-            return Ok(Some(None));
+            return Ok(AppendNow::Wait(None));
         }
         let Some(partition) = self.known_partition(row)? else {
-            return Ok(Some(None));
+            return Ok(AppendNow::Wait(None));
         };
         let shared = &*self.shared;
-        let outcome = shared.lock().append_row(partition, row, shared)?;
-        Ok(match outcome {
-            RowOutcome::Buffered => None,
-            outcome => Some(Some(outcome)),
+        Ok(match shared.lock().append_row(partition, row, shared)? {
+            RowOutcome::Buffered => AppendNow::Appended,
+            outcome => AppendNow::Wait(Some(outcome)),
         })
     }
 
@@ -731,6 +725,16 @@ impl Drop for AppendWriter {
     }
 }
 
+/// What [`AppendWriter::append_now`] did with a row.
+enum AppendNow {
+    /// The row is in its batch; nothing to wait for.
+    Appended,
+    /// The row led to a wait: what its [`RowOutcome`] asks (it may be in
+    /// its batch already), or, with `None`, whatever must be waited for
+    /// before it is tried (a deficit to settle, a partition to create).
+    Wait(Option<RowOutcome>),
+}
+
 /// The future [`AppendWriter::append`] returns. Its first poll appends the
 /// row when nothing must be waited for — nearly every row — at little more
 /// than the append's own cost: the future is five words. The waiting path
@@ -768,9 +772,9 @@ where
             .take()
             .expect("an append polled again after it completed");
         let outcome = match writer.append_now(this.row) {
-            Ok(None) => return Poll::Ready(Ok(())),
+            Ok(AppendNow::Appended) => return Poll::Ready(Ok(())),
             Err(e) => return Poll::Ready(Err(e)),
-            Ok(Some(outcome)) => outcome,
+            Ok(AppendNow::Wait(outcome)) => outcome,
         };
         let then_wait = this
             .then_wait
