@@ -1152,6 +1152,35 @@ mod tests {
     }
 
     #[test]
+    fn every_row_of_an_open_batch_is_covered_by_reserved_buffer_memory() {
+        let (mut acc, rx) = id_text_accumulator();
+        let mut shared = idle_shared();
+        // 4 MiB of buffer memory: batches seal at 1 MiB, reserved in steps.
+        shared.pool = MemoryPool::new(4 << 20);
+        let text = "x".repeat(1 << 10);
+        for i in 0..900 {
+            let outcome = acc
+                .append_row(None, &[Datum::BigInt(i), Datum::String(&text)], &shared)
+                .unwrap();
+            assert!(matches!(outcome, RowOutcome::Buffered), "row {i}");
+            let estimated = acc.slot((None, 0)).unwrap().builder.estimated_bytes();
+            let reserved = shared.pool.used_bytes();
+            assert!(
+                reserved >= estimated,
+                "row {i}: the open batch estimates {estimated} bytes but only {reserved} are reserved"
+            );
+            assert!(
+                reserved <= estimated + RESERVE_CHUNK_BYTES,
+                "row {i}: {reserved} bytes reserved for {estimated}: more than one step ahead"
+            );
+        }
+        assert!(
+            rx.try_recv().is_err(),
+            "the batch stayed open (under 1 MiB)"
+        );
+    }
+
+    #[test]
     fn a_run_of_rows_larger_than_the_ones_before_holds_no_more_heap_than_buffer_memory() {
         let (mut acc, rx) = id_text_accumulator();
         let mut shared = idle_shared();
