@@ -29,26 +29,9 @@ WORK=$(mktemp -d -t fjord-bench-ab.XXXXXX)
 OUT=${OUT:-$WORK/results.jsonl}
 DATA_DIR=$(mktemp -d -p /dev/shm fjord-bench-ab-data.XXXXXX 2>/dev/null || mktemp -d)
 
-SERVER_PID=
-cleanup() {
-    if [[ -n $SERVER_PID ]]; then
-        kill -TERM "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-    fi
-    rm -rf "$DATA_DIR"
-}
-trap cleanup EXIT
-
-"$B" server --listen 127.0.0.1:0 --data-dir "$DATA_DIR" 2>"$WORK/server.log" &
-SERVER_PID=$!
-ADDR=
-for _ in $(seq 600); do
-    ADDR=$(sed -n 's/.*fjord server ready: listening on \([^, ]*\).*/\1/p' "$WORK/server.log" | head -1)
-    [[ -n $ADDR ]] && break
-    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$WORK/server.log" >&2; exit 1; }
-    sleep 0.1
-done
-[[ -n $ADDR ]] || { echo "server not ready; log in $WORK/server.log" >&2; exit 1; }
+# shellcheck source=lib/bench-server.sh
+source "$(dirname "$0")/lib/bench-server.sh"
+start_bench_server "$B" "$DATA_DIR" "$WORK/server.log"
 echo "server $ADDR; A=$A B=$B; $ROUNDS rounds of $ROWS rows, $INPUT, $COMPRESSION; results in $OUT" >&2
 
 for round in $(seq "$ROUNDS"); do

@@ -37,27 +37,9 @@ cp "$TARGET/release/examples/fluss_rs_bench" "$WORK/fluss_rs_bench"
 FJORD=$WORK/fjord
 FLUSS_RS=$WORK/fluss_rs_bench
 
-SERVER_PID=
-cleanup() {
-    if [[ -n $SERVER_PID ]]; then
-        kill -TERM "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-    fi
-    rm -rf "$DATA_DIR" "$FJORD" "$FLUSS_RS"
-}
-trap cleanup EXIT
-
-RUST_LOG=warn,fjord=info "$FJORD" server --listen 127.0.0.1:0 --data-dir "$DATA_DIR" \
-    2>"$WORK/server.log" &
-SERVER_PID=$!
-ADDR=
-for _ in $(seq 600); do
-    ADDR=$(sed -n 's/.*fjord server ready: listening on \([^, ]*\).*/\1/p' "$WORK/server.log" | head -1)
-    [[ -n $ADDR ]] && break
-    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$WORK/server.log" >&2; exit 1; }
-    sleep 0.1
-done
-[[ -n $ADDR ]] || { echo "server not ready; log in $WORK/server.log" >&2; exit 1; }
+# shellcheck source=lib/bench-server.sh
+source scripts/lib/bench-server.sh
+start_bench_server "$FJORD" "$DATA_DIR" "$WORK/server.log" "$FJORD" "$FLUSS_RS"
 echo "server $ADDR (pid $SERVER_PID, data in $DATA_DIR); results in $OUT" >&2
 echo "machine: $(nproc) cores, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)" >&2
 

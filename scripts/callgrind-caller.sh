@@ -31,26 +31,9 @@ cargo build --release -p fjord --bin fjord
 FJORD="$TARGET/release/fjord"
 DATA_DIR=$(mktemp -d -p /dev/shm fjord-callgrind-data.XXXXXX 2>/dev/null || mktemp -d)
 
-SERVER_PID=
-cleanup() {
-    if [[ -n $SERVER_PID ]]; then
-        kill -TERM "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-    fi
-    rm -rf "$DATA_DIR"
-}
-trap cleanup EXIT
-
-"$FJORD" server --listen 127.0.0.1:0 --data-dir "$DATA_DIR" 2>"$OUT/server.log" &
-SERVER_PID=$!
-ADDR=
-for _ in $(seq 600); do
-    ADDR=$(sed -n 's/.*fjord server ready: listening on \([^, ]*\).*/\1/p' "$OUT/server.log" | head -1)
-    [[ -n $ADDR ]] && break
-    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$OUT/server.log" >&2; exit 1; }
-    sleep 0.1
-done
-[[ -n $ADDR ]] || { echo "server not ready; log in $OUT/server.log" >&2; exit 1; }
+# shellcheck source=lib/bench-server.sh
+source scripts/lib/bench-server.sh
+start_bench_server "$FJORD" "$DATA_DIR" "$OUT/server.log"
 
 valgrind --tool=callgrind --separate-threads=yes \
     --callgrind-out-file="$OUT/callgrind.%p" \

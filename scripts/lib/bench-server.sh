@@ -1,0 +1,38 @@
+# Sourced by the bench scripts: one `fjord server` for a benchmark run, on
+# a loopback port, stopped (and its data directory removed) when the script
+# exits.
+#
+#   start_bench_server FJORD DATA_DIR LOG [EXTRA_CLEANUP_PATH...]
+#
+# Sets ADDR (host:port) and SERVER_PID; fails the script, with the server's
+# log, when the server exits or is not ready within a minute.
+
+SERVER_PID=
+BENCH_SERVER_CLEANUP=()
+
+stop_bench_server() {
+    if [[ -n $SERVER_PID ]]; then
+        kill -TERM "$SERVER_PID" 2>/dev/null || true
+        wait "$SERVER_PID" 2>/dev/null || true
+    fi
+    rm -rf "${BENCH_SERVER_CLEANUP[@]}"
+}
+
+start_bench_server() {
+    local fjord=$1 data_dir=$2 log=$3
+    shift 3
+    BENCH_SERVER_CLEANUP=("$data_dir" "$@")
+    trap stop_bench_server EXIT
+    RUST_LOG=${RUST_LOG:-warn,fjord=info} "$fjord" server --listen 127.0.0.1:0 \
+        --data-dir "$data_dir" 2>"$log" &
+    SERVER_PID=$!
+    ADDR=
+    for _ in $(seq 600); do
+        ADDR=$(sed -n 's/.*fjord server ready: listening on \([^, ]*\).*/\1/p' "$log" | head -1)
+        [[ -n $ADDR ]] && return 0
+        kill -0 "$SERVER_PID" 2>/dev/null || { cat "$log" >&2; exit 1; }
+        sleep 0.1
+    done
+    echo "server not ready; log in $log" >&2
+    exit 1
+}
