@@ -6,7 +6,8 @@
 //! allocates a fresh vector for every compressed buffer (and another for
 //! the codec's output), which on a long-running writer means fresh pages —
 //! page faults — for every buffer of every batch. Here the codec context
-//! and both scratch vectors live as long as the encoder. The bytes written
+//! lives as long as the encoder, and a buffer is compressed straight into
+//! the log batch's buffer when it has room. The bytes written
 //! are the same as arrow-ipc's (a test compares them), so every Arrow
 //! reader — arrow-rs in fluss-rs and pyfluss, Java Arrow in Fluss — reads
 //! them as before. Nested types and LZ4_FRAME still go through arrow-ipc
@@ -30,29 +31,19 @@ const CONTINUATION_MARKER: [u8; 4] = [0xff; 4];
 const LENGTH_NO_COMPRESSED_DATA: i64 = -1;
 const PADDING: [u8; ALIGNMENT] = [0; ALIGNMENT];
 
-/// Where one encoded body buffer's bytes are: a column buffer as it is, or
-/// a range of the writer's compressed scratch.
-#[derive(Clone, Copy)]
-enum Piece {
-    Column { column: usize, slot: usize },
-    Scratch { start: usize, len: usize },
-}
-
 /// Writes RecordBatch messages for one schema of flat columns (see
 /// [`FlatRecordBatchWriter::supports`]), NONE or ZSTD body compression.
-/// Reusable: its codec context and scratch vectors are kept across batches.
+/// Reusable: its codec context and scratch vector are kept across batches.
 pub(crate) struct FlatRecordBatchWriter {
     fbb: FlatBufferBuilder<'static>,
     zstd: Option<zstd::bulk::Compressor<'static>>,
     nodes: Vec<FieldNode>,
     buffers: Vec<arrow_ipc::Buffer>,
-    pieces: Vec<Piece>,
+    /// One buffer's codec output when the log batch's buffer has no room
+    /// for its worst case.
+    compressed: Vec<u8>,
     /// Per column, the buffers written in IPC order (validity, then data).
     column_buffers: Vec<Vec<Buffer>>,
-    /// The compressed body (ZSTD), built before the metadata that describes it.
-    scratch: Vec<u8>,
-    /// One buffer's codec output.
-    compressed: Vec<u8>,
 }
 
 impl FlatRecordBatchWriter {
@@ -91,16 +82,21 @@ impl FlatRecordBatchWriter {
             zstd,
             nodes: Vec::new(),
             buffers: Vec::new(),
-            pieces: Vec::new(),
-            column_buffers: Vec::new(),
-            scratch: Vec::new(),
             compressed: Vec::new(),
+            column_buffers: Vec::new(),
         })
     }
 
     /// Appends the RecordBatch message of `batch` (continuation marker,
     /// metadata length, metadata, padding, body) to `out`. The caller
     /// checked the schema with [`FlatRecordBatchWriter::supports`].
+    ///
+    /// With ZSTD, each buffer is compressed straight into `out`, behind
+    /// room left for the metadata: the metadata (which holds the buffers'
+    /// compressed lengths) is built once with placeholder lengths to learn
+    /// its size, and again with the real ones into that room. Its size does
+    /// not depend on those values (buffers are fixed-size structs), so the
+    /// body is never copied after compression.
     pub(crate) fn write(
         &mut self,
         batch: &RecordBatch,
@@ -108,8 +104,6 @@ impl FlatRecordBatchWriter {
     ) -> Result<(), ArrowError> {
         self.nodes.clear();
         self.buffers.clear();
-        self.pieces.clear();
-        self.scratch.clear();
         self.column_buffers
             .resize_with(batch.num_columns(), Vec::new);
         for (column, array) in batch.columns().iter().enumerate() {
@@ -121,78 +115,126 @@ impl FlatRecordBatchWriter {
             buffers.clear();
             ipc_buffers(array, buffers)?;
         }
-        // The body: each buffer's encoded bytes and its place, padded.
-        let mut offset = 0usize;
-        for column in 0..self.column_buffers.len() {
-            for slot in 0..self.column_buffers[column].len() {
-                let len = self.encode_buffer(column, slot)?;
-                self.buffers
-                    .push(arrow_ipc::Buffer::new(offset as i64, len as i64));
-                offset += len + pad_to_alignment(len);
-            }
-        }
-        let body_len = offset;
-        let metadata = self.metadata(batch.num_rows(), body_len);
-
-        // Framing as the stream writer does it: marker, the metadata length
-        // padded so the body starts aligned, metadata, padding.
-        let padded_header_len = (metadata.len() + 8).next_multiple_of(ALIGNMENT);
-        let padded_metadata_len = padded_header_len - 8;
-        out.reserve(padded_header_len + body_len);
-        out.extend_from_slice(&CONTINUATION_MARKER);
-        out.extend_from_slice(&(padded_metadata_len as i32).to_le_bytes());
-        out.extend_from_slice(metadata);
-        out.extend_from_slice(&PADDING[..padded_metadata_len - metadata.len()]);
-        for piece in &self.pieces {
-            let bytes = match *piece {
-                Piece::Column { column, slot } => self.column_buffers[column][slot].as_slice(),
-                Piece::Scratch { start, len } => &self.scratch[start..start + len],
-            };
-            out.extend_from_slice(bytes);
-            out.extend_from_slice(&PADDING[..pad_to_alignment(bytes.len())]);
-        }
+        let written = if self.zstd.is_some() {
+            self.write_compressed(batch.num_rows(), out)
+        } else {
+            self.write_plain(batch.num_rows(), out);
+            Ok(())
+        };
         self.fbb.reset();
         // Drop the references to the batch's buffers now: the writer's
         // caller may hand them back to whoever fills the next batch, which
         // needs them unshared to write into them again.
         self.column_buffers.iter_mut().for_each(Vec::clear);
+        written
+    }
+
+    /// The body's buffers as they are: every length is known before the
+    /// metadata, which is written first and the buffers copied behind it.
+    fn write_plain(&mut self, rows: usize, out: &mut Vec<u8>) {
+        let mut offset = 0usize;
+        for buffer in self.column_buffers.iter().flatten() {
+            let len = buffer.len();
+            self.buffers
+                .push(arrow_ipc::Buffer::new(offset as i64, len as i64));
+            offset += len + pad_to_alignment(len);
+        }
+        let body_len = offset;
+        let header_start = out.len();
+        let header_len = padded_header_len(self.metadata(rows, body_len).len());
+        out.reserve(header_len + body_len);
+        out.resize(header_start + header_len, 0);
+        write_header(&mut out[header_start..], self.fbb.finished_data());
+        for buffer in self.column_buffers.iter().flatten() {
+            out.extend_from_slice(buffer.as_slice());
+            out.extend_from_slice(&PADDING[..pad_to_alignment(buffer.len())]);
+        }
+    }
+
+    /// The body's buffers compressed straight into `out`, behind room for
+    /// the metadata sized by a first build with placeholder lengths.
+    fn write_compressed(&mut self, rows: usize, out: &mut Vec<u8>) -> Result<(), ArrowError> {
+        let count = self.column_buffers.iter().map(Vec::len).sum();
+        let any_data = self.column_buffers.iter().flatten().any(|b| !b.is_empty());
+        // A zero field is left out of a flatbuffer, so the placeholder body
+        // length is zero exactly when the real one will be (no buffer holds
+        // data, so none is encoded to a byte).
+        self.buffers.resize(count, arrow_ipc::Buffer::new(0, 0));
+        let header_len = padded_header_len(self.metadata(rows, usize::from(any_data)).len());
+        self.fbb.reset();
+        self.buffers.clear();
+
+        let header_start = out.len();
+        out.resize(header_start + header_len, 0);
+        let body_start = out.len();
+        for column in 0..self.column_buffers.len() {
+            for slot in 0..self.column_buffers[column].len() {
+                let offset = out.len() - body_start;
+                let len = self.compress_buffer(column, slot, out)?;
+                out.extend_from_slice(&PADDING[..pad_to_alignment(len)]);
+                self.buffers
+                    .push(arrow_ipc::Buffer::new(offset as i64, len as i64));
+            }
+        }
+        let body_len = out.len() - body_start;
+        let metadata = self.metadata(rows, body_len);
+        if padded_header_len(metadata.len()) == header_len {
+            write_header(&mut out[header_start..body_start], metadata);
+        } else {
+            // Not expected (the size is the placeholders'); kept correct
+            // rather than assumed, at the cost of moving the body once.
+            let mut header = vec![0; padded_header_len(metadata.len())];
+            write_header(&mut header, metadata);
+            out.splice(header_start..body_start, header);
+        }
         Ok(())
     }
 
-    /// Encodes buffer `slot` of `column`; returns its encoded length.
-    fn encode_buffer(&mut self, column: usize, slot: usize) -> Result<usize, ArrowError> {
+    /// Compresses buffer `slot` of `column` onto the end of `out`, behind
+    /// its uncompressed length; returns the bytes written. The codec writes
+    /// straight into `out` when `out` has room for the worst case; else
+    /// (the output buffer is sized for the batch's expected compressed
+    /// size, not every buffer's worst case) into a scratch vector, copied
+    /// once, rather than growing `out` past what the batch needs.
+    fn compress_buffer(
+        &mut self,
+        column: usize,
+        slot: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<usize, ArrowError> {
         let input = self.column_buffers[column][slot].as_slice();
-        let Some(codec) = self.zstd.as_mut() else {
-            self.pieces.push(Piece::Column { column, slot });
-            return Ok(input.len());
-        };
         if input.is_empty() {
-            self.pieces.push(Piece::Scratch {
-                start: self.scratch.len(),
-                len: 0,
-            });
             return Ok(0);
         }
-        self.compressed.clear();
-        self.compressed
-            .reserve(zstd::zstd_safe::compress_bound(input.len()));
-        codec
-            .compress_to_buffer(input, &mut self.compressed)
-            .map_err(|e| ArrowError::ExternalError(Box::new(e)))?;
-        let start = self.scratch.len();
-        if self.compressed.len() + 8 > input.len() {
-            // Not smaller: stored as is, flagged by a -1 length.
-            self.scratch
-                .extend_from_slice(&LENGTH_NO_COMPRESSED_DATA.to_le_bytes());
-            self.scratch.extend_from_slice(input);
+        let codec = self
+            .zstd
+            .as_mut()
+            .expect("write_compressed runs with a codec");
+        let start = out.len();
+        let bound = zstd::zstd_safe::compress_bound(input.len());
+        out.extend_from_slice(&(input.len() as i64).to_le_bytes());
+        let direct = out.capacity() - out.len() >= bound;
+        let compressed = if direct {
+            // The codec writes at the cursor, into `out`'s spare capacity,
+            // and sets `out`'s length to the end of what it wrote.
+            let mut cursor = std::io::Cursor::new(&mut *out);
+            cursor.set_position((start + 8) as u64);
+            codec.compress_to_buffer(input, &mut cursor)
         } else {
-            self.scratch
-                .extend_from_slice(&(input.len() as i64).to_le_bytes());
-            self.scratch.extend_from_slice(&self.compressed);
+            self.compressed.clear();
+            self.compressed.reserve(bound);
+            codec.compress_to_buffer(input, &mut self.compressed)
         }
-        let len = self.scratch.len() - start;
-        self.pieces.push(Piece::Scratch { start, len });
-        Ok(len)
+        .map_err(|e| ArrowError::ExternalError(Box::new(e)))?;
+        if compressed + 8 > input.len() {
+            // Not smaller: stored as is, flagged by a -1 length.
+            out.truncate(start);
+            out.extend_from_slice(&LENGTH_NO_COMPRESSED_DATA.to_le_bytes());
+            out.extend_from_slice(input);
+        } else if !direct {
+            out.extend_from_slice(&self.compressed);
+        }
+        Ok(out.len() - start)
     }
 
     /// The Message flatbuffer, built in the order arrow-ipc builds it (so
@@ -266,6 +308,22 @@ fn ipc_buffers(array: &ArrayRef, out: &mut Vec<Buffer>) -> Result<(), ArrowError
     Ok(())
 }
 
+/// The bytes in front of a body for metadata of `metadata_len` bytes:
+/// marker, length and metadata, padded so the body starts aligned.
+fn padded_header_len(metadata_len: usize) -> usize {
+    (metadata_len + 8).next_multiple_of(ALIGNMENT)
+}
+
+/// Writes the stream framing of `metadata` into `header` (zeroed, of
+/// [`padded_header_len`] bytes): the continuation marker, the padded
+/// metadata length, the metadata; the padding stays zero.
+fn write_header(header: &mut [u8], metadata: &[u8]) {
+    let padded_metadata_len = header.len() - 8;
+    header[..4].copy_from_slice(&CONTINUATION_MARKER);
+    header[4..8].copy_from_slice(&(padded_metadata_len as i32).to_le_bytes());
+    header[8..8 + metadata.len()].copy_from_slice(metadata);
+}
+
 fn pad_to_alignment(len: usize) -> usize {
     len.next_multiple_of(ALIGNMENT) - len
 }
@@ -307,9 +365,16 @@ mod tests {
         let mut out = b"prefix".to_vec();
         writer.write(batch, &mut out).unwrap();
         // A second batch through the same writer: nothing of the first leaks.
+        // Into an empty vector, the codec writes into the scratch vector
+        // (no room for a buffer's worst case) ...
         let mut again = Vec::new();
         writer.write(batch, &mut again).unwrap();
         assert_eq!(out[6..], again[..]);
+        // ... and into one with room for every buffer's worst case, straight
+        // into the output.
+        let mut roomy = Vec::with_capacity(4 << 20);
+        writer.write(batch, &mut roomy).unwrap();
+        assert_eq!(roomy, again);
         again
     }
 
