@@ -168,7 +168,7 @@ impl BucketAssigner {
     /// The bucket of `row` (a row of the whole table, every column). Fails
     /// for hashed tables when the row's width differs from the table's, a
     /// key column is NULL, or its datum does not match the column's type.
-    #[inline]
+    #[inline(always)]
     pub fn assign<R: InternalRow + ?Sized>(&mut self, row: &R) -> Result<i32> {
         // The default (sticky, bucket chosen) answers inline: this runs per row.
         if let Strategy::Sticky { current, .. } = &self.strategy {
@@ -179,6 +179,9 @@ impl BucketAssigner {
         self.assign_slow(row)
     }
 
+    // Out of line so that `assign` stays small enough to inline: a hashed
+    // key costs far more than the call.
+    #[inline(never)]
     fn assign_slow<R: InternalRow + ?Sized>(&mut self, row: &R) -> Result<i32> {
         let bucket_count = self.bucket_count;
         match &mut self.strategy {

@@ -18,7 +18,7 @@
 pub(crate) mod arrow_column;
 mod batch_builder;
 
-pub use batch_builder::{RowBatchBuilder, COLUMN_VAR_BYTES_MAX};
+pub use batch_builder::{FieldWriter, RowBatchBuilder, COLUMN_VAR_BYTES_MAX};
 
 use std::fmt;
 
@@ -267,6 +267,24 @@ pub trait InternalRow {
     /// Whether the value at `pos` is NULL.
     fn is_null_at(&self, pos: usize) -> bool {
         self.datum(pos).is_null()
+    }
+
+    /// Writes the row's fields, in order, into the writer's columns: what
+    /// [`RowBatchBuilder::append`] (and so `AppendWriter::append`) calls.
+    /// The default writes `datum(pos)` for every position below
+    /// `field_count()`.
+    ///
+    /// A row type whose fields' types are known at compile time can write
+    /// them with [`FieldWriter`]'s typed methods instead (`bigint`, `string`,
+    /// ...), which skips matching each datum at run time: about a third of
+    /// a row's cost in the writer for a five-column row. It must write
+    /// the same values `datum` reads (the bucket and partition of a row
+    /// are read through `datum`), one per field, in order.
+    #[inline]
+    fn write_fields(&self, fields: &mut FieldWriter<'_>) {
+        for pos in 0..self.field_count() {
+            fields.datum(self.datum(pos));
+        }
     }
 }
 

@@ -33,6 +33,11 @@ use arrow_schema::{DataType as ArrowType, Field, SchemaRef, TimeUnit};
 use super::{Datum, InternalRow, Timestamp};
 use crate::error::{ClientError, Result};
 
+mod fields;
+
+pub use fields::FieldWriter;
+use fields::WrittenFields;
+
 /// Milliseconds in a day: TIME values are milliseconds of the day, so they
 /// lie in `0..MILLIS_PER_DAY`.
 const MILLIS_PER_DAY: i32 = 86_400_000;
@@ -180,6 +185,39 @@ impl ColumnKind {
     }
 }
 
+/// How a value does not fit its column. A code rather than the message:
+/// the row loop carries a refusal from value to value, and as a string
+/// each reason's address was computed before every row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unfit {
+    /// BINARY(n) given a value of another length.
+    BinaryWidth,
+    /// DECIMAL given more digits than its precision.
+    DecimalDigits,
+    /// A timestamp beyond what the column's unit holds in 64 bits.
+    TimestampOverflow,
+    /// TIME outside one day.
+    TimeOfDay,
+    /// The batch's STRING/BYTES data would pass [`COLUMN_VAR_BYTES_MAX`].
+    VarBytes,
+    /// A row read differently the second time.
+    ValueChanged,
+}
+
+impl Unfit {
+    /// The reason, as the error message says it.
+    fn reason(self) -> &'static str {
+        match self {
+            Unfit::BinaryWidth => "byte length differs from BINARY(n)",
+            Unfit::DecimalDigits => "unscaled value has more digits than the precision",
+            Unfit::TimestampOverflow => "timestamp overflows the column's unit",
+            Unfit::TimeOfDay => "TIME is milliseconds of the day, 0..86400000",
+            Unfit::VarBytes => VAR_BYTES_EXCEEDED,
+            Unfit::ValueChanged => VALUE_CHANGED,
+        }
+    }
+}
+
 /// Why one value could not be appended (the column is added by the caller).
 enum Refusal {
     /// The datum's variant does not fit the column.
@@ -187,7 +225,7 @@ enum Refusal {
     /// NULL into a NOT NULL column.
     Null,
     /// The value does not fit the column (precision, width, range).
-    OutOfRange(&'static str),
+    OutOfRange(Unfit),
     /// Not a refusal of a row: the run's STRING/BYTES data would pass the
     /// budget it was given ([`RowBatchBuilder::try_append_rows_within`]).
     OverBudget,
@@ -368,7 +406,7 @@ impl Column {
                 K::Binary => *var_bytes += self.push_var(v)?,
                 K::FixedBinary { width } => {
                     if v.len() != width {
-                        return Err(Refusal::OutOfRange("byte length differs from BINARY(n)"));
+                        return Err(Refusal::OutOfRange(Unfit::BinaryWidth));
                     }
                     self.values.extend_from_slice(v);
                 }
@@ -379,9 +417,7 @@ impl Column {
                     return Err(Refusal::Mismatch);
                 };
                 if v <= -bound || v >= bound {
-                    return Err(Refusal::OutOfRange(
-                        "unscaled value has more digits than the precision",
-                    ));
+                    return Err(Refusal::OutOfRange(Unfit::DecimalDigits));
                 }
                 self.values.push(v);
             }
@@ -409,8 +445,8 @@ impl Column {
 
     #[inline]
     fn push_timestamp(&mut self, t: Timestamp, unit: TimeUnit) -> std::result::Result<(), Refusal> {
-        let value = timestamp_in_unit(t, unit)
-            .ok_or(Refusal::OutOfRange("timestamp overflows the column's unit"))?;
+        let value =
+            timestamp_in_unit(t, unit).ok_or(Refusal::OutOfRange(Unfit::TimestampOverflow))?;
         self.values.push(value);
         Ok(())
     }
@@ -431,7 +467,7 @@ impl Column {
     fn push_var(&mut self, bytes: &[u8]) -> std::result::Result<usize, Refusal> {
         let end = self.values.len() + bytes.len();
         if end > COLUMN_VAR_BYTES_MAX {
-            return Err(Refusal::OutOfRange(VAR_BYTES_EXCEEDED));
+            return Err(Refusal::OutOfRange(Unfit::VarBytes));
         }
         extend_short(&mut self.values, bytes);
         // Lossless: `end` was just checked against i32::MAX.
@@ -578,7 +614,7 @@ impl Column {
                         return Err((i, Refusal::OverBudget));
                     }
                     if data_start + total > COLUMN_VAR_BYTES_MAX {
-                        return Err((i, Refusal::OutOfRange(VAR_BYTES_EXCEEDED)));
+                        return Err((i, Refusal::OutOfRange(Unfit::VarBytes)));
                     }
                 }
                 None if datum.is_null() && self.nullable => {}
@@ -614,13 +650,13 @@ impl Column {
                 None if datum.is_null() && *nullable => mark_null(nulls, base + i),
                 // A row whose value changed since the first read (a caller's
                 // `InternalRow` that does not read the same twice).
-                _ => return Err((i, Refusal::OutOfRange(VALUE_CHANGED))),
+                _ => return Err((i, Refusal::OutOfRange(Unfit::ValueChanged))),
             }
             // Lossless: the data was checked against COLUMN_VAR_BYTES_MAX.
             ends[i] = (data_start + at) as i32;
         }
         if at != total {
-            return Err((rows.len() - 1, Refusal::OutOfRange(VALUE_CHANGED)));
+            return Err((rows.len() - 1, Refusal::OutOfRange(Unfit::ValueChanged)));
         }
         *budget -= total;
         Ok(total)
@@ -882,9 +918,7 @@ fn time_of_day(ms: i32) -> std::result::Result<i32, Refusal> {
     if (0..MILLIS_PER_DAY).contains(&ms) {
         Ok(ms)
     } else {
-        Err(Refusal::OutOfRange(
-            "TIME is milliseconds of the day, 0..86400000",
-        ))
+        Err(Refusal::OutOfRange(Unfit::TimeOfDay))
     }
 }
 
@@ -1011,23 +1045,41 @@ impl RowBatchBuilder {
                 self.columns.len()
             )));
         }
-        let mut var_bytes = 0;
-        for pos in 0..self.columns.len() {
-            // The datum is read again for the error message rather than kept
-            // alive across the append, which would pin it to the stack.
-            match self.columns[pos].append(row.datum(pos), self.rows, &mut var_bytes) {
-                Ok(()) => {}
-                Err(refusal) => {
-                    for column in &mut self.columns[..pos] {
-                        column.truncate(self.rows);
-                    }
-                    return Err(self.refusal_error(pos, row.datum(pos), refusal));
-                }
-            }
+        let written = {
+            let mut fields = FieldWriter::new(&mut self.columns, self.rows);
+            row.write_fields(&mut fields);
+            fields.finish()
+        };
+        if written.refused.is_some() || written.count != self.columns.len() {
+            return Err(self.refused_row(row, written));
         }
         self.rows += 1;
-        self.bytes += self.row_fixed_bytes + var_bytes;
+        self.bytes += self.row_fixed_bytes + written.var_bytes;
         Ok(())
+    }
+
+    /// Rolls back the row a [`FieldWriter`] refused or wrote the wrong
+    /// number of fields for, and says why.
+    #[cold]
+    #[inline(never)]
+    fn refused_row<R: InternalRow + ?Sized>(
+        &mut self,
+        row: &R,
+        written: WrittenFields,
+    ) -> ClientError {
+        for column in &mut self.columns {
+            column.truncate(self.rows);
+        }
+        match written.refused {
+            // The datum is read again for the message rather than kept
+            // alive across the append, which would pin it to the stack.
+            Some((pos, refusal)) => self.refusal_error(pos, row.datum(pos), refusal),
+            None => ClientError::Invalid(format!(
+                "row wrote {} fields but the table has {} columns",
+                written.count,
+                self.columns.len()
+            )),
+        }
     }
 
     /// Appends `rows` in order, all or none: fails — and appends none of
@@ -1192,7 +1244,7 @@ impl RowBatchBuilder {
                 self.columns[pos].kind.expected()
             ),
             Refusal::Null => "is NOT NULL but the row has NULL".to_owned(),
-            Refusal::OutOfRange(why) => format!("value {datum} does not fit: {why}"),
+            Refusal::OutOfRange(why) => format!("value {datum} does not fit: {}", why.reason()),
             // Mapped to `None` by `try_append_rows_within`, never an error.
             Refusal::OverBudget => "over the run's byte budget".to_owned(),
         };
@@ -1323,6 +1375,9 @@ impl RowBatchBuilder {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod typed_tests;
 
 #[cfg(test)]
 mod run_tests;

@@ -762,6 +762,7 @@ where
 {
     type Output = Result<()>;
 
+    #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         let this = &mut *self;
         if let Some(waiting) = this.waiting.as_mut() {

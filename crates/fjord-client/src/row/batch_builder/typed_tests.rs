@@ -1,0 +1,198 @@
+//! Tests of rows written through [`FieldWriter`]'s typed methods: the same
+//! columns as their datums, and the same refusals and rollback.
+
+use super::tests::{all_types, builder};
+use super::*;
+
+/// A row type of its own with a field per column of [`all_types`], written
+/// with the typed methods; `datum` reads the same values.
+struct EveryType<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    ts: Timestamp,
+}
+
+impl EveryType<'_> {
+    const FIELDS: usize = 23;
+}
+
+impl InternalRow for EveryType<'_> {
+    fn field_count(&self) -> usize {
+        Self::FIELDS
+    }
+
+    fn datum(&self, pos: usize) -> Datum<'_> {
+        match pos {
+            0 => Datum::Boolean(true),
+            1 => Datum::TinyInt(-8),
+            2 => Datum::SmallInt(-16),
+            3 => Datum::Int(-32),
+            4 => Datum::BigInt(-64),
+            5 => Datum::Float(1.5),
+            6 => Datum::Double(-2.25),
+            7 => Datum::String("ab"),
+            8 => Datum::String(self.text),
+            9 => Datum::Binary(self.bytes),
+            10 => Datum::Binary(b"xyz"),
+            11 => Datum::Decimal(-12_345),
+            12 => Datum::Date(19_000),
+            13..=16 => Datum::Time(3_723_456),
+            17..=20 => Datum::Timestamp(self.ts),
+            _ => Datum::TimestampLtz(self.ts),
+        }
+    }
+
+    fn write_fields(&self, fields: &mut FieldWriter<'_>) {
+        fields.boolean(true);
+        fields.tinyint(-8);
+        fields.smallint(-16);
+        fields.int(-32);
+        fields.bigint(-64);
+        fields.float(1.5);
+        fields.double(-2.25);
+        fields.string("ab");
+        fields.string(self.text);
+        fields.binary(self.bytes);
+        fields.binary(b"xyz");
+        fields.decimal(-12_345);
+        fields.date(19_000);
+        for _ in 0..4 {
+            fields.time(3_723_456);
+        }
+        for _ in 0..4 {
+            fields.timestamp(self.ts);
+        }
+        fields.timestamp_ltz(self.ts);
+        fields.timestamp_ltz(self.ts);
+    }
+}
+
+/// Two INT columns, the second NOT NULL; `write_fields` writes `fields`.
+struct Written(Vec<Option<i64>>);
+
+impl InternalRow for Written {
+    fn field_count(&self) -> usize {
+        2
+    }
+
+    fn datum(&self, pos: usize) -> Datum<'_> {
+        match self.0.get(pos).copied().flatten() {
+            Some(v) => Datum::BigInt(v),
+            None => Datum::Null,
+        }
+    }
+
+    fn write_fields(&self, fields: &mut FieldWriter<'_>) {
+        for field in &self.0 {
+            match *field {
+                Some(v) => fields.bigint(v),
+                None => fields.null(),
+            }
+        }
+    }
+}
+
+fn two_bigints() -> RowBatchBuilder {
+    builder(&[
+        ("a", fjord_format::types::DataType::bigint()),
+        ("b", fjord_format::types::DataType::bigint().not_null()),
+    ])
+}
+
+fn column_values(batch: &RecordBatch, column: usize) -> Vec<Option<i64>> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
+    batch
+        .column(column)
+        .as_primitive::<Int64Type>()
+        .iter()
+        .collect()
+}
+
+#[test]
+fn typed_fields_land_in_the_same_columns_as_their_datums() {
+    let text = String::from("héllo");
+    let bytes = vec![0u8, 255, 7];
+    let row = EveryType {
+        text: &text,
+        bytes: &bytes,
+        ts: Timestamp::new(1_700_000_000_123, 456_789).unwrap(),
+    };
+    assert_eq!(all_types().len(), EveryType::FIELDS);
+    let datums: Vec<Datum<'_>> = (0..EveryType::FIELDS).map(|pos| row.datum(pos)).collect();
+
+    let mut typed = builder(&all_types());
+    let mut by_datum = builder(&all_types());
+    for _ in 0..3 {
+        typed.append(&row).unwrap();
+        by_datum.append(&datums[..]).unwrap();
+    }
+    assert_eq!(typed.estimated_bytes(), by_datum.estimated_bytes());
+    assert_eq!(typed.finish().unwrap(), by_datum.finish().unwrap());
+}
+
+#[test]
+fn a_refused_typed_field_rolls_back_the_whole_row_and_names_its_column() {
+    let mut builder = two_bigints();
+    builder.append(&Written(vec![Some(1), Some(10)])).unwrap();
+    // NULL into the NOT NULL second column, after the first was written.
+    let message = builder
+        .append(&Written(vec![Some(2), None]))
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("column `b`"), "{message}");
+    assert!(message.contains("NOT NULL"), "{message}");
+    // A mismatch in the first column: the second is written, then rolled back.
+    let mut wrong = two_bigints();
+    let refused = wrong.append(&WrongFirst).unwrap_err().to_string();
+    assert!(refused.contains("column `a`"), "{refused}");
+    assert!(refused.contains("cannot take a INT value"), "{refused}");
+    assert!(wrong.is_empty());
+    assert_eq!(wrong.estimated_bytes(), 0);
+    wrong.append(&Written(vec![Some(5), Some(6)])).unwrap();
+    let batch = wrong.finish().unwrap();
+    assert_eq!(column_values(&batch, 0), [Some(5)]);
+    assert_eq!(column_values(&batch, 1), [Some(6)]);
+
+    builder.append(&Written(vec![None, Some(30)])).unwrap();
+    assert_eq!(builder.len(), 2);
+    let batch = builder.finish().unwrap();
+    assert_eq!(column_values(&batch, 0), [Some(1), None]);
+    assert_eq!(column_values(&batch, 1), [Some(10), Some(30)]);
+}
+
+/// Writes an INT where the first column is BIGINT, then a good second field.
+struct WrongFirst;
+
+impl InternalRow for WrongFirst {
+    fn field_count(&self) -> usize {
+        2
+    }
+
+    fn datum(&self, pos: usize) -> Datum<'_> {
+        [Datum::Int(1), Datum::BigInt(2)][pos]
+    }
+
+    fn write_fields(&self, fields: &mut FieldWriter<'_>) {
+        fields.int(1);
+        fields.bigint(2);
+    }
+}
+
+#[test]
+fn a_typed_row_writing_too_few_or_too_many_fields_is_refused_whole() {
+    let mut builder = two_bigints();
+    for (fields, wrote) in [
+        (vec![Some(1)], "wrote 1 fields"),
+        (vec![Some(1), Some(2), Some(3)], "wrote 3 fields"),
+    ] {
+        let message = builder.append(&Written(fields)).unwrap_err().to_string();
+        assert!(message.contains(wrote), "{message}");
+        assert!(message.contains("2 columns"), "{message}");
+        assert!(builder.is_empty());
+    }
+    builder.append(&Written(vec![Some(7), Some(8)])).unwrap();
+    let batch = builder.finish().unwrap();
+    assert_eq!(column_values(&batch, 0), [Some(7)]);
+    assert_eq!(column_values(&batch, 1), [Some(8)]);
+}

@@ -1,0 +1,146 @@
+//! Rows of a caller's own type, written with `FieldWriter`'s typed methods
+//! through `AppendWriter::append`: they go to the bucket their key hashes
+//! to (read through `datum`, as for any row) and read back as written, and
+//! a refused row is refused alone, with the rows around it delivered.
+
+mod support;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::RecordBatch;
+use fjord_client::row::{Datum, FieldWriter, InternalRow};
+use fjord_client::{TablePath, WriterConfig};
+use fjord_format::schema::Schema;
+use fjord_format::types::DataType;
+use support::{create_bucketed_table, flush_in_time, read_all_by_bucket, TestServer};
+
+const NAMES: [&str; 4] = ["pv", "cart", "fav", "buy"];
+const ROWS: i64 = 2_000;
+
+/// One row of `id BIGINT, name STRING NOT NULL` as a type of its own.
+struct Event<'a> {
+    id: i64,
+    name: Option<&'a str>,
+}
+
+impl InternalRow for Event<'_> {
+    fn field_count(&self) -> usize {
+        2
+    }
+
+    fn datum(&self, pos: usize) -> Datum<'_> {
+        match (pos, self.name) {
+            (0, _) => Datum::BigInt(self.id),
+            (_, Some(name)) => Datum::String(name),
+            (_, None) => Datum::Null,
+        }
+    }
+
+    fn write_fields(&self, fields: &mut FieldWriter<'_>) {
+        fields.bigint(self.id);
+        match self.name {
+            Some(name) => fields.string(name),
+            None => fields.null(),
+        }
+    }
+}
+
+fn schema() -> Schema {
+    Schema::builder()
+        .column("id", DataType::bigint())
+        .column("name", DataType::string().not_null())
+        .build()
+        .expect("schema")
+}
+
+/// Per bucket, the sorted `(id, name)` pairs read back.
+fn per_bucket(read: Vec<(i32, RecordBatch)>, buckets: usize) -> Vec<Vec<(i64, String)>> {
+    let mut out = vec![Vec::new(); buckets];
+    for (bucket, batch) in read {
+        let ids = batch.column(0).as_primitive::<Int64Type>();
+        let names = batch.column(1).as_string::<i32>();
+        for i in 0..batch.num_rows() {
+            out[bucket as usize].push((ids.value(i), names.value(i).to_owned()));
+        }
+    }
+    for rows in &mut out {
+        rows.sort_unstable();
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typed_rows_land_in_the_buckets_and_values_of_the_same_rows_as_datums() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    let typed_path = TablePath::new("typed_rows", "typed");
+    let datum_path = TablePath::new("typed_rows", "datums");
+    let typed_table =
+        create_bucketed_table(&client, &typed_path, schema(), 4, &["id"], "ZSTD").await;
+    let datum_table =
+        create_bucketed_table(&client, &datum_path, schema(), 4, &["id"], "ZSTD").await;
+
+    let mut typed = client
+        .append_writer(&typed_path, WriterConfig::default())
+        .await
+        .expect("writer");
+    let mut refusals = Vec::new();
+    for id in 0..ROWS {
+        let name = NAMES[id as usize % 4];
+        typed
+            .append(&Event {
+                id,
+                name: Some(name),
+            })
+            .await
+            .expect("append");
+        if id % 500 == 7 {
+            // NULL into the NOT NULL column: this row alone is refused.
+            let refused = typed
+                .append(&Event {
+                    id: -id,
+                    name: None,
+                })
+                .await;
+            refusals.push(refused.expect_err("NULL into NOT NULL").to_string());
+        }
+    }
+    flush_in_time(&mut typed).await;
+
+    let mut datums = client
+        .append_writer(&datum_path, WriterConfig::default())
+        .await
+        .expect("writer");
+    for id in 0..ROWS {
+        let name = NAMES[id as usize % 4];
+        datums
+            .append(&[Datum::BigInt(id), Datum::String(name)])
+            .await
+            .expect("append");
+    }
+    flush_in_time(&mut datums).await;
+
+    assert_eq!(refusals.len(), 4);
+    for message in &refusals {
+        assert!(message.contains("column `name`"), "{message}");
+        assert!(message.contains("NOT NULL"), "{message}");
+    }
+    let from_typed = per_bucket(
+        read_all_by_bucket(&client, &typed_table, ROWS as usize).await,
+        4,
+    );
+    let from_datums = per_bucket(
+        read_all_by_bucket(&client, &datum_table, ROWS as usize).await,
+        4,
+    );
+    assert_eq!(
+        from_typed.iter().map(Vec::len).sum::<usize>(),
+        ROWS as usize
+    );
+    assert!(
+        from_typed.iter().all(|rows| !rows.is_empty()),
+        "rows spread over every bucket"
+    );
+    assert_eq!(from_typed, from_datums);
+    server.stop().await;
+}
