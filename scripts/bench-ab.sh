@@ -14,7 +14,7 @@
 #
 # Build the two binaries first (e.g. a `git worktree` of the old commit,
 # `cargo build --release -p fjord`) and pass copies of them. Environment:
-# ROUNDS (5), ROWS (5000000), INPUT (rows | row-runs | arrow), COMPRESSION
+# ROUNDS (5), ROWS (5000000), INPUT (rows | typed-rows | row-runs | arrow), COMPRESSION
 # (zstd | lz4 | none), OUT (the JSON lines; default a temp file).
 set -euo pipefail
 

@@ -2,8 +2,9 @@
 # The issue-4 client benchmark: the native writer (`fjord bench write`), the
 # fluss-rs writer (examples/fluss_rs_bench.rs) and the compression floor
 # (`fjord bench compress-floor`) on the same workload against ONE server,
-# the native writer handed rows one at a time (`append`), in runs of 256
-# (`append_rows`) and as Arrow batches,
+# the native writer handed rows one at a time (`append`, as datums and as a
+# row type with typed fields), in runs of 256 (`append_rows`) and as Arrow
+# batches,
 # alternating run by run, then medians and the ratios measured in this run.
 #
 #   scripts/bench-client.sh                 # 5 rounds, 5 M user_behavior rows
@@ -69,6 +70,7 @@ for round in $(seq "$ROUNDS"); do
             fluss_rs --rows "$ROWS" --compression "$compression"
             native --rows "$ROWS" --compression "$compression"
         fi
+        native --rows "$ROWS" --compression "$compression" --input typed-rows
         native --rows "$ROWS" --compression "$compression" --input row-runs
         native --rows "$ROWS" --compression "$compression" --input arrow
         floor --rows "$ROWS" --compression "$compression"
@@ -126,17 +128,21 @@ def ratio(name, a, b, target):
 print()
 for comp in ("none", "zstd"):
     f = cpu("write", "user_behavior", comp, "fjord", "rows")
+    ft = cpu("write", "user_behavior", comp, "fjord", "typed_rows")
     fr = cpu("write", "user_behavior", comp, "fjord", "row_runs")
     fa = cpu("write", "user_behavior", comp, "fjord", "arrow")
     rs = cpu("write", "user_behavior", comp, "fluss-rs", "rows")
     fl = cpu("compress-floor", "user_behavior", comp, "compress-only", "arrow")
     ratio(f"{comp}: fjord rows / fluss-rs rows, CPU per record", f, rs,
           "<= 0.333" if comp == "none" else "< 1")
+    ratio(f"{comp}: fjord typed rows / fluss-rs rows, CPU per record", ft, rs,
+          "<= 0.333" if comp == "none" else "< 1")
     ratio(f"{comp}: fjord row runs / fluss-rs rows, CPU per record", fr, rs,
           "<= 0.333" if comp == "none" else "< 1")
     ratio(f"{comp}: fjord arrow / fluss-rs rows, CPU per record", fa, rs, "-")
     if comp == "zstd":
         ratio("zstd: fjord rows / compression floor, CPU per record", f, fl, "<= 1.25")
+        ratio("zstd: fjord typed rows / compression floor, CPU per record", ft, fl, "<= 1.25")
         ratio("zstd: fjord row runs / compression floor, CPU per record", fr, fl, "<= 1.25")
         ratio("zstd: fjord arrow / compression floor, CPU per record", fa, fl, "<= 1.25")
 for comp in ("none", "zstd"):

@@ -10,7 +10,7 @@
 #   scripts/callgrind-caller.sh                       # rows one at a time, ZSTD, 1 M rows
 #   ROWS=300000 INPUT=row-runs scripts/callgrind-caller.sh
 #
-# Environment: ROWS (1000000), INPUT (rows | row-runs | arrow), COMPRESSION
+# Environment: ROWS (1000000), INPUT (rows | typed-rows | row-runs | arrow), COMPRESSION
 # (zstd | lz4 | none), CARGO_TARGET_DIR (target), OUT (directory for the
 # callgrind files; default a temp dir). Builds release once; the server is
 # `fjord server` on a tmpfs data directory, a separate process that is not

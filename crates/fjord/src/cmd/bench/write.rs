@@ -4,14 +4,16 @@
 //!
 //! With `--input rows` each record is handed over as a `[Datum; N]` read from
 //! the pre-generated Arrow columns (a few loads per record, the same work the
-//! fluss-rs example does to fill its `GenericRow`); with `--input arrow` the
-//! generated batches are handed over whole.
+//! fluss-rs example does to fill its `GenericRow`); with `--input typed-rows`
+//! as a struct of the record's fields that writes them with `FieldWriter`'s
+//! typed methods; with `--input row-runs` in runs through `append_rows`;
+//! with `--input arrow` the generated batches are handed over whole.
 
 use anyhow::{bail, Context};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int64Type, TimestampMillisecondType};
 use arrow_array::RecordBatch;
-use fjord_client::row::{Datum, Timestamp};
+use fjord_client::row::{Datum, FieldWriter, InternalRow, Timestamp};
 use fjord_client::{AppendWriter, WriterConfig};
 
 use super::report::{Report, Stopwatch, ThreadCpu};
@@ -21,8 +23,13 @@ use super::workload::{day_of, generate, partition_days, Compression, SchemaKind,
 /// What the writer is handed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Input {
-    /// One row at a time through the typed row API (`append`).
+    /// One row at a time through the typed row API (`append`), each row a
+    /// `[Datum; N]`: the values matched to their columns at run time.
     Rows,
+    /// One row at a time through `append`, each row a struct whose
+    /// `write_fields` writes its fields with `FieldWriter`'s typed methods,
+    /// as a caller with a row type of its own would.
+    TypedRows,
     /// Rows handed over in runs of [`ROWS_PER_CALL`] (`append_rows`), as a
     /// caller with several records at hand (a binlog event's rows, a
     /// decoded message) would.
@@ -39,6 +46,7 @@ impl Input {
     pub fn name(self) -> &'static str {
         match self {
             Input::Rows => "rows",
+            Input::TypedRows => "typed_rows",
             Input::RowRuns => "row_runs",
             Input::Arrow => "arrow",
         }
@@ -115,6 +123,7 @@ pub async fn run(run: &WriteRun) -> anyhow::Result<Report> {
                     .await?
             }
             Input::Rows => append_rows(&mut writer, run.schema, batch).await?,
+            Input::TypedRows => append_typed_rows(&mut writer, run.schema, batch).await?,
             Input::RowRuns => append_row_runs(&mut writer, run.schema, batch).await?,
         }
         first_row += batch.num_rows();
@@ -218,6 +227,71 @@ impl<'a> UserBehaviorColumns<'a> {
             Datum::Timestamp(Timestamp::from_millis(self.ts[i])),
         ]
     }
+
+    /// Row `i` as a [`UserBehaviorRow`].
+    #[inline(always)]
+    fn typed_row(&self, i: usize) -> UserBehaviorRow<'a> {
+        UserBehaviorRow {
+            user: self.user[i],
+            item: self.item[i],
+            category: self.category[i],
+            behavior: self.behavior.value(i),
+            ts: Timestamp::from_millis(self.ts[i]),
+        }
+    }
+}
+
+/// One `user_behavior` record as a row type of its own: what a caller with
+/// a struct per record hands to `append` (`--input typed-rows`).
+struct UserBehaviorRow<'a> {
+    user: i64,
+    item: i64,
+    category: i64,
+    behavior: &'a str,
+    ts: Timestamp,
+}
+
+impl InternalRow for UserBehaviorRow<'_> {
+    fn field_count(&self) -> usize {
+        5
+    }
+
+    fn datum(&self, pos: usize) -> Datum<'_> {
+        match pos {
+            0 => Datum::BigInt(self.user),
+            1 => Datum::BigInt(self.item),
+            2 => Datum::BigInt(self.category),
+            3 => Datum::String(self.behavior),
+            _ => Datum::Timestamp(self.ts),
+        }
+    }
+
+    #[inline(always)]
+    fn write_fields(&self, fields: &mut FieldWriter<'_>) {
+        fields.bigint(self.user);
+        fields.bigint(self.item);
+        fields.bigint(self.category);
+        fields.string(self.behavior);
+        fields.timestamp(self.ts);
+    }
+}
+
+/// One `long` record as a row type of its own (`--input typed-rows`).
+struct LongRow(i64);
+
+impl InternalRow for LongRow {
+    fn field_count(&self) -> usize {
+        1
+    }
+
+    fn datum(&self, _pos: usize) -> Datum<'_> {
+        Datum::BigInt(self.0)
+    }
+
+    #[inline(always)]
+    fn write_fields(&self, fields: &mut FieldWriter<'_>) {
+        fields.bigint(self.0);
+    }
 }
 
 /// The batches with each row's day appended as the last column (the
@@ -268,6 +342,29 @@ async fn append_rows(
         SchemaKind::Long => {
             for &v in long_values(batch)? {
                 writer.append(&[Datum::BigInt(v)]).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Appends every row of `batch` through the row API, as row types of their
+/// own ([`UserBehaviorRow`], [`LongRow`]).
+async fn append_typed_rows(
+    writer: &mut AppendWriter,
+    schema: SchemaKind,
+    batch: &RecordBatch,
+) -> anyhow::Result<()> {
+    match schema {
+        SchemaKind::UserBehavior => {
+            let columns = UserBehaviorColumns::of(batch)?;
+            for i in 0..batch.num_rows() {
+                writer.append(&columns.typed_row(i)).await?;
+            }
+        }
+        SchemaKind::Long => {
+            for &v in long_values(batch)? {
+                writer.append(&LongRow(v)).await?;
             }
         }
     }
