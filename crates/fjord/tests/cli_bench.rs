@@ -44,6 +44,7 @@ fn every_input_writes_the_records_asked_for_and_reports_its_cpu_by_thread() {
     let bootstrap = server.bootstrap_servers();
     for (input, compression, name) in [
         ("rows", "zstd", "rows"),
+        ("typed-rows", "zstd", "typed_rows"),
         ("row-runs", "zstd", "row_runs"),
         ("row-runs", "none", "row_runs"),
         ("arrow", "lz4", "arrow"),
@@ -77,4 +78,18 @@ fn every_input_writes_the_records_asked_for_and_reports_its_cpu_by_thread() {
     let report = bench_write(&bootstrap, &["--input", "row-runs", "--partitioned"]);
     assert_eq!(report["records"], 20_000, "{report}");
     assert_eq!(report["partitions"], 30.0, "{report}");
+    // The one-column workload, as rows of a type of its own.
+    let report = bench_write(
+        &bootstrap,
+        &[
+            "--input",
+            "typed-rows",
+            "--schema",
+            "long",
+            "--compression",
+            "none",
+        ],
+    );
+    assert_eq!(report["schema"], "long", "{report}");
+    assert_eq!(report["records"], 20_000, "{report}");
 }
