@@ -2,12 +2,12 @@
 //! straight into, and the rules that seal a bucket's batch (size, age,
 //! memory pressure, flush).
 //!
-//! The accumulator lives behind one `std::sync::Mutex` shared by the
+//! The accumulator lives behind one `parking_lot::Mutex` shared by the
 //! caller's [`super::AppendWriter`] and the linger task, because the batch
 //! timeout must fire while the caller is idle. That is one uncontended lock
 //! per row (two atomic operations; the linger task takes it once per
-//! `batch-timeout`), chosen over anything per value. Its cost has not been
-//! measured separately (docs/BENCHMARKS.md has the whole row path only).
+//! `batch-timeout`), chosen over anything per value: about 7 ns here
+//! (docs/bench-notes/client.md, "Seventh pass").
 //! Nothing here allocates per row: the builders are created once per
 //! bucket and reused after every seal.
 
@@ -881,7 +881,7 @@ mod tests {
     fn an_earlier_failure_is_reported_by_the_row_that_opens_the_next_batch() {
         let (acc, _unused) = one_bucket_accumulator();
         let shared = Shared {
-            acc: Mutex::new(acc),
+            acc: parking_lot::Mutex::new(acc),
             pool: MemoryPool::new(1 << 24),
             ratio_bits: AtomicU32::new(INITIAL_COMPRESSION_RATIO.to_bits()),
             done: AtomicU64::new(0),
@@ -921,7 +921,7 @@ mod tests {
     fn idle_shared() -> Shared {
         let (acc, _unused) = one_bucket_accumulator();
         Shared {
-            acc: Mutex::new(acc),
+            acc: parking_lot::Mutex::new(acc),
             pool: MemoryPool::new(1 << 24),
             ratio_bits: AtomicU32::new(INITIAL_COMPRESSION_RATIO.to_bits()),
             done: AtomicU64::new(0),

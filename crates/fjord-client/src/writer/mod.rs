@@ -21,7 +21,7 @@
 //! - [`memory`]: `client.writer.buffer.memory-size` bounds the bytes of open
 //!   and unacknowledged batches; `append` waits instead of growing.
 //!
-//! Per-row cost: the row path takes one uncontended `std::sync::Mutex` (the
+//! Per-row cost: the row path takes one uncontended `parking_lot::Mutex` (the
 //! accumulator is shared with the linger task, which needs it to seal idle
 //! batches), one bucket assignment, one builder append and two integer
 //! compares. `append_rows` pays that once per run of up to 256 rows (for
@@ -43,7 +43,9 @@ pub mod sender;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
+
+use parking_lot::{Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -158,7 +160,7 @@ pub(crate) struct Shared {
     done: AtomicU64,
     done_notify: Notify,
     failed: AtomicBool,
-    first_error: Mutex<Option<ClientError>>,
+    first_error: std::sync::Mutex<Option<ClientError>>,
     pub(crate) stats: Counters,
     /// Encoded row batches whose buffers the next batches write into.
     pub(crate) recycled: accumulator::Recycled,
@@ -169,9 +171,12 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The accumulator, locked. A `parking_lot` lock: taken once per row,
+    /// and unlike `std`'s it has no poison flag to read on lock and unlock
+    /// (a panic under it left the accumulator usable anyway).
     #[inline]
     fn lock(&self) -> MutexGuard<'_, Accumulator> {
-        self.acc.lock().unwrap_or_else(|e| e.into_inner())
+        self.acc.lock()
     }
 
     /// The compression ratio (encoded / uncompressed) learned so far.
@@ -356,7 +361,7 @@ impl AppendWriter {
             done: AtomicU64::new(0),
             done_notify: Notify::new(),
             failed: AtomicBool::new(false),
-            first_error: Mutex::new(None),
+            first_error: std::sync::Mutex::new(None),
             stats: Counters::default(),
             recycled: accumulator::Recycled::default(),
             backlog,
