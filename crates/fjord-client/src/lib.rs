@@ -8,8 +8,9 @@
 //! - [`admin`]: databases, tables, partitions, table info, offsets.
 //! - [`metadata`]: bucket leaders of a table or partition, from one
 //!   MetaData request.
-//! - [`row`]: typed rows ([`row::Datum`], [`row::InternalRow`]) and the
-//!   row → Arrow builder.
+//! - [`row`]: typed rows ([`row::Datum`], [`row::InternalRow`]; a row type
+//!   of the caller's own writes its fields with [`row::FieldWriter`]) and
+//!   the row → Arrow builder.
 //! - [`bucket`]: bucket assignment (sticky, round-robin, key hash as the
 //!   official clients compute it).
 //! - [`partition`]: row → partition id, dynamic partition creation.

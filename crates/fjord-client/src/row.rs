@@ -6,6 +6,38 @@
 //! caller, and every variant is `Copy`. The writer reads a row once, field by
 //! field, straight into Arrow column buffers ([`RowBatchBuilder`]).
 //!
+//! A row type of the caller's own (a struct per record) implements
+//! [`InternalRow`] and, to skip matching each value's type at run time,
+//! overrides [`InternalRow::write_fields`] to write its fields with
+//! [`FieldWriter`]'s typed methods:
+//!
+//! ```
+//! use fjord_client::row::{Datum, FieldWriter, InternalRow};
+//!
+//! struct Click<'a> {
+//!     user: i64,
+//!     page: &'a str,
+//! }
+//!
+//! impl InternalRow for Click<'_> {
+//!     fn field_count(&self) -> usize {
+//!         2
+//!     }
+//!
+//!     fn datum(&self, pos: usize) -> Datum<'_> {
+//!         match pos {
+//!             0 => Datum::BigInt(self.user),
+//!             _ => Datum::String(self.page),
+//!         }
+//!     }
+//!
+//!     fn write_fields(&self, fields: &mut FieldWriter<'_>) {
+//!         fields.bigint(self.user);
+//!         fields.string(self.page);
+//!     }
+//! }
+//! ```
+//!
 //! Value conventions follow Fluss's `InternalRow` (so a value means the same
 //! thing here as in the Java and Rust clients):
 //! - DECIMAL is the unscaled integer; the column's scale gives the point.
