@@ -92,4 +92,15 @@ fn every_input_writes_the_records_asked_for_and_reports_its_cpu_by_thread() {
     );
     assert_eq!(report["schema"], "long", "{report}");
     assert_eq!(report["records"], 20_000, "{report}");
+    // Typed rows have no day column: refused before anything is written.
+    let output = Command::new(env!("CARGO_BIN_EXE_fjord"))
+        .args(["bench", "write", "--bootstrap", &bootstrap, "--rows", ROWS])
+        .args(["--input", "typed-rows", "--partitioned"])
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run fjord bench write");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("--input typed-rows"), "{stderr}");
+    assert!(output.stdout.is_empty(), "no JSON line for a refused run");
 }

@@ -89,6 +89,9 @@ pub async fn run(run: &WriteRun) -> anyhow::Result<Report> {
     if with_days && run.schema != SchemaKind::UserBehavior {
         bail!("--partitioned and --day-column write the user_behavior workload: use them with --schema user-behavior");
     }
+    if with_days && run.input == Input::TypedRows {
+        bail!("--input typed-rows writes the five user_behavior columns, without the day: use --input rows, row-runs or arrow with --partitioned and --day-column");
+    }
     let table = BenchTable::create(
         &run.bootstrap,
         run.schema,
