@@ -144,3 +144,73 @@ async fn typed_rows_land_in_the_buckets_and_values_of_the_same_rows_as_datums() 
     assert_eq!(from_typed, from_datums);
     server.stop().await;
 }
+
+/// Writes its id, then panics: a row type's bug part way through a row.
+struct PanicsAfterId;
+
+impl InternalRow for PanicsAfterId {
+    fn field_count(&self) -> usize {
+        2
+    }
+
+    fn datum(&self, pos: usize) -> Datum<'_> {
+        match pos {
+            0 => Datum::BigInt(99),
+            _ => panic!("a row type's bug"),
+        }
+    }
+
+    fn write_fields(&self, fields: &mut FieldWriter<'_>) {
+        fields.bigint(99);
+        panic!("a row type's bug");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_type_that_panics_part_way_leaves_no_torn_row_in_the_batch() {
+    use std::future::Future;
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use std::task::{Context, Waker};
+
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    let path = TablePath::new("typed_rows", "panics");
+    let table = create_bucketed_table(&client, &path, schema(), 1, &[], "ZSTD").await;
+    // No batch is sealed by age while the panic is printed: all three
+    // rows meet in one open batch.
+    let config = WriterConfig::from_options([("client.writer.batch-timeout", "10min")])
+        .expect("valid options");
+    let mut writer = client.append_writer(&path, config).await.expect("writer");
+    writer
+        .append(&Event {
+            id: 1,
+            name: Some("pv"),
+        })
+        .await
+        .expect("append");
+    // The row is appended on the future's first poll, which panics here;
+    // the caller catches it and goes on with the same writer.
+    let panicked = catch_unwind(AssertUnwindSafe(|| {
+        let mut append = std::pin::pin!(writer.append(&PanicsAfterId));
+        let _ = append
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()));
+    }));
+    assert!(panicked.is_err(), "the row type panicked");
+    writer
+        .append(&Event {
+            id: 2,
+            name: Some("buy"),
+        })
+        .await
+        .expect("append after the panic");
+    flush_in_time(&mut writer).await;
+
+    let rows = per_bucket(read_all_by_bucket(&client, &table, 2).await, 1);
+    assert_eq!(
+        rows[0],
+        [(1, "pv".to_owned()), (2, "buy".to_owned())],
+        "each id still next to its own name"
+    );
+    server.stop().await;
+}

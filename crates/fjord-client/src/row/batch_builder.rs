@@ -38,6 +38,31 @@ mod fields;
 pub use fields::FieldWriter;
 use fields::WrittenFields;
 
+/// Columns being written a run of rows, rolled back to `rows` rows when
+/// dropped: on a refusal, and when a row's `datum` panics part way through
+/// the run (a torn run would shift every later value of the columns it
+/// reached, and a dropped writer still delivers its batches).
+struct RollBack<'a> {
+    columns: &'a mut [Column],
+    rows: usize,
+}
+
+impl RollBack<'_> {
+    /// The run went in whole: nothing to roll back.
+    fn keep(self) {
+        // It holds a borrow and a count, nothing to free.
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for RollBack<'_> {
+    fn drop(&mut self) {
+        for column in self.columns.iter_mut() {
+            column.truncate(self.rows);
+        }
+    }
+}
+
 /// Milliseconds in a day: TIME values are milliseconds of the day, so they
 /// lie in `0..MILLIS_PER_DAY`.
 const MILLIS_PER_DAY: i32 = 86_400_000;
@@ -219,6 +244,7 @@ impl Unfit {
 }
 
 /// Why one value could not be appended (the column is added by the caller).
+#[derive(Clone, Copy)]
 enum Refusal {
     /// The datum's variant does not fit the column.
     Mismatch,
@@ -1037,6 +1063,10 @@ impl RowBatchBuilder {
     /// count differs from the schema's, a datum's variant does not match its
     /// column, a NULL meets a NOT NULL column, or a value does not fit (the
     /// error names the column, its type and the datum's).
+    // Always inlined into the writer's row path: whether the inliner took
+    // it changed with unrelated edits, and as a call it cost ~30
+    // instructions a row (docs/bench-notes/client.md, "Eighth pass").
+    #[inline(always)]
     pub fn append<R: InternalRow + ?Sized>(&mut self, row: &R) -> Result<()> {
         if row.field_count() != self.columns.len() {
             return Err(ClientError::Invalid(format!(
@@ -1125,13 +1155,15 @@ impl RowBatchBuilder {
         }
         let base = self.rows;
         let mut var_bytes = 0;
+        let run = RollBack {
+            columns: &mut self.columns,
+            rows: base,
+        };
         for pos in 0..width {
-            match self.columns[pos].append_run(rows, pos, base, &mut budget) {
+            match run.columns[pos].append_run(rows, pos, base, &mut budget) {
                 Ok(n) => var_bytes += n,
                 Err((index, refusal)) => {
-                    for column in &mut self.columns[..=pos] {
-                        column.truncate(base);
-                    }
+                    drop(run);
                     if let Refusal::OverBudget = refusal {
                         return Err(None);
                     }
@@ -1140,6 +1172,7 @@ impl RowBatchBuilder {
                 }
             }
         }
+        run.keep();
         self.rows += rows.len();
         self.bytes += self.row_fixed_bytes * rows.len() + var_bytes;
         Ok(())
@@ -1196,6 +1229,18 @@ impl RowBatchBuilder {
             rows: rows.len(),
             seal: false,
             too_large: None,
+        }
+    }
+
+    /// Drops what lies past the builder's rows: the values a row whose
+    /// `write_fields` (or `datum`) panicked part way left in the columns it
+    /// reached. Whole rows are untouched. Called while such a panic unwinds
+    /// (the writer's lock guard): a torn row would shift every later value
+    /// of its columns by one row.
+    #[cold]
+    pub(crate) fn drop_partial_row(&mut self) {
+        for column in &mut self.columns {
+            column.truncate(self.rows);
         }
     }
 

@@ -337,6 +337,20 @@ impl Accumulator {
         at
     }
 
+    /// Drops, from every bucket's open batch, the values a row left when
+    /// its `write_fields` or `datum` panicked part way (see
+    /// [`RowBatchBuilder::drop_partial_row`]). Whole rows are untouched.
+    /// Only called while such a panic unwinds through the lock.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn drop_partial_rows(&mut self) {
+        let plain = self.plain.iter_mut();
+        let partitioned = self.partition_slots.iter_mut().flatten();
+        for slot in plain.chain(partitioned).flatten() {
+            slot.builder.drop_partial_row();
+        }
+    }
+
     /// Appends `row` to its bucket's builder (bucket from the assigner) in
     /// `partition`; seals the batch when it reaches the batch size.
     pub(crate) fn append_row<R: InternalRow + ?Sized>(

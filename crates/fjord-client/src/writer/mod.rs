@@ -150,6 +150,40 @@ pub(crate) struct Counters {
     pub retries: AtomicU64,
 }
 
+/// The locked accumulator ([`Shared::lock`]). Unlocked when dropped; if
+/// that happens while a panic unwinds — a row type's `write_fields` or
+/// `datum` that panicked part way through its row, under the lock — the
+/// open batches first drop what the torn row left in their columns, so
+/// they hold whole rows when the writer is used again (a caller that
+/// catches the panic) or delivers them (a writer dropped by it). The
+/// check on every unlock is one load of the global panic count.
+pub(crate) struct AccumulatorGuard<'a>(MutexGuard<'a, Accumulator>);
+
+impl std::ops::Deref for AccumulatorGuard<'_> {
+    type Target = Accumulator;
+
+    #[inline(always)]
+    fn deref(&self) -> &Accumulator {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for AccumulatorGuard<'_> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Accumulator {
+        &mut self.0
+    }
+}
+
+impl Drop for AccumulatorGuard<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.drop_partial_rows();
+        }
+    }
+}
+
 /// State shared by the writer, the linger task, the encoder thread and the
 /// sender task. The row path touches only `acc` (its lock); `failed` is
 /// read once per batch, when a row opens one.
@@ -172,11 +206,11 @@ pub(crate) struct Shared {
 
 impl Shared {
     /// The accumulator, locked. A `parking_lot` lock: taken once per row,
-    /// and unlike `std`'s it has no poison flag to read on lock and unlock
-    /// (a panic under it left the accumulator usable anyway).
+    /// and unlike `std`'s it has no poison flag to read on lock and unlock.
+    /// What a panic under it would leave half done, its guard repairs.
     #[inline]
-    fn lock(&self) -> MutexGuard<'_, Accumulator> {
-        self.acc.lock()
+    fn lock(&self) -> AccumulatorGuard<'_> {
+        AccumulatorGuard(self.acc.lock())
     }
 
     /// The compression ratio (encoded / uncompressed) learned so far.

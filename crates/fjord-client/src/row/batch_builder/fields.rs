@@ -12,7 +12,11 @@
 //!
 //! A refused value does not stop the row: the writer remembers the first
 //! refusal, and the builder rolls the whole row back after `write_fields`
-//! returns, so a row type never handles errors field by field.
+//! returns, so a row type never handles errors field by field. A
+//! `write_fields` that panics part way leaves its values behind here; the
+//! append writer's lock guard drops them as the panic unwinds
+//! (`RowBatchBuilder::drop_partial_row`); a row that does not panic pays
+//! one load of the global panic count, on unlock.
 
 use super::{Column, Refusal};
 use crate::row::{Datum, Timestamp};

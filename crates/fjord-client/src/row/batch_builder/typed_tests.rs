@@ -196,3 +196,53 @@ fn a_typed_row_writing_too_few_or_too_many_fields_is_refused_whole() {
     assert_eq!(column_values(&batch, 0), [Some(7)]);
     assert_eq!(column_values(&batch, 1), [Some(8)]);
 }
+
+/// Writes its first field, then panics: a row type's bug part way through
+/// a row (`datum` panics the same way for the run path).
+struct PanicsAfterFirst;
+
+impl InternalRow for PanicsAfterFirst {
+    fn field_count(&self) -> usize {
+        2
+    }
+
+    fn datum(&self, pos: usize) -> Datum<'_> {
+        match pos {
+            0 => Datum::BigInt(99),
+            _ => panic!("a row type's bug"),
+        }
+    }
+
+    fn write_fields(&self, fields: &mut FieldWriter<'_>) {
+        fields.bigint(99);
+        panic!("a row type's bug");
+    }
+}
+
+#[test]
+fn a_row_type_that_panics_part_way_leaves_no_torn_row_behind() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+
+    let mut builder = two_bigints();
+    builder.append(&Written(vec![Some(1), Some(10)])).unwrap();
+    // One row at a time, what the panic leaves is dropped by
+    // `drop_partial_row`, which the writer's lock guard calls as the
+    // panic unwinds (tests/writer_typed_rows.rs shows it through the writer).
+    let panicked = catch_unwind(AssertUnwindSafe(|| builder.append(&PanicsAfterFirst)));
+    assert!(panicked.is_err());
+    builder.drop_partial_row();
+    // A run rolls itself back: its first column is written for every row
+    // before the second column's `datum` panics.
+    let run = [Written(vec![Some(5), Some(50)])];
+    let panicked = catch_unwind(AssertUnwindSafe(|| {
+        builder.append_rows(&run).unwrap();
+        builder.append_rows(&[PanicsAfterFirst, PanicsAfterFirst])
+    }));
+    assert!(panicked.is_err());
+    builder.append(&Written(vec![Some(2), Some(20)])).unwrap();
+
+    assert_eq!(builder.len(), 3);
+    let batch = builder.finish().unwrap();
+    assert_eq!(column_values(&batch, 0), [Some(1), Some(5), Some(2)]);
+    assert_eq!(column_values(&batch, 1), [Some(10), Some(50), Some(20)]);
+}
