@@ -23,7 +23,7 @@ use support::metadata_gate::{
 use fjord_client::writer::config::{
     OPT_ENABLE_IDEMPOTENCE, OPT_NO_KEY_ASSIGNER, OPT_REQUEST_TIMEOUT, OPT_RETRIES,
 };
-use fjord_client::{AppendWriter, FlussClient, TablePath, WriterConfig};
+use fjord_client::{AppendWriter, FlussClient, TableInfo, TablePath, WriterConfig};
 use fjord_proto::ErrorCode;
 
 /// Buckets per partition.
@@ -134,6 +134,15 @@ async fn the_buckets_of_a_partition_wait_for_one_refresh_and_all_go_out_on_its_r
     assert_eq!(first.partition_id, Some(s.gated_id));
     assert_eq!(second.partition_id, Some(s.gated_id));
     assert_ne!(first.bucket, second.bucket, "two buckets waited");
+    // A request for the routed partition on the same connection to the
+    // gate (the client's one coordinator connection, which the writer's
+    // refreshes share): the gate reads a connection's requests in order,
+    // so once this one is answered, any second request the writer sent
+    // for the gated partition is waiting in `held`, not on its way there.
+    s.client
+        .refresh_route(&s.table, Some(s.routed_id))
+        .await
+        .expect("the routed partition's route");
     assert!(
         s.gate.held.try_recv().is_err(),
         "one MetaData request served both buckets of the partition"
@@ -145,6 +154,10 @@ async fn the_buckets_of_a_partition_wait_for_one_refresh_and_all_go_out_on_its_r
 struct SetUp {
     server: support::TestServer,
     gate: MetadataGate,
+    /// The client the writer was made from (its coordinator connection
+    /// goes through the gate).
+    client: FlussClient,
+    table: TableInfo,
     writer: AppendWriter,
     routed_id: i64,
     gated_id: i64,
@@ -193,6 +206,8 @@ async fn set_up(name: &str, retries: &str) -> SetUp {
     SetUp {
         server,
         gate,
+        client,
+        table,
         writer,
         routed_id,
         gated_id,
