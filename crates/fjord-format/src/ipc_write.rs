@@ -95,8 +95,9 @@ impl FlatRecordBatchWriter {
     /// room left for the metadata: the metadata (which holds the buffers'
     /// compressed lengths) is built once with placeholder lengths to learn
     /// its size, and again with the real ones into that room. Its size does
-    /// not depend on those values (buffers are fixed-size structs), so the
-    /// body is never copied after compression.
+    /// not depend on those values (buffers are fixed-size structs), so a
+    /// buffer compressed into `out` is not copied again (one that does not
+    /// fit goes through a scratch vector: [`Self::compress_buffer`]).
     pub(crate) fn write(
         &mut self,
         batch: &RecordBatch,

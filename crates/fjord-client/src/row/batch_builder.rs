@@ -985,7 +985,10 @@ pub(crate) struct RunLength {
 /// Rows → Arrow columns of one table schema, reused batch after batch.
 ///
 /// Guarantees: every finished batch has exactly the schema given to
-/// [`RowBatchBuilder::new`]; a row is either appended whole or not at all;
+/// [`RowBatchBuilder::new`]; a row is either appended whole or not at all
+/// (a row whose `write_fields` or `datum` panics part way leaves its values
+/// behind until [`RowBatchBuilder::drop_partial_row`], which a caller that
+/// catches the panic calls before going on, as the append writer does);
 /// NULL only lands in nullable columns; after `finish` the buffers are
 /// pre-sized from the batch just finished.
 pub struct RowBatchBuilder {
@@ -1234,11 +1237,14 @@ impl RowBatchBuilder {
 
     /// Drops what lies past the builder's rows: the values a row whose
     /// `write_fields` (or `datum`) panicked part way left in the columns it
-    /// reached. Whole rows are untouched. Called while such a panic unwinds
-    /// (the writer's lock guard): a torn row would shift every later value
-    /// of its columns by one row.
+    /// reached. Whole rows are untouched, and it does nothing after a row
+    /// that went in or was refused. Call it after catching such a panic,
+    /// before using the builder again: a torn row would shift every later
+    /// value of its columns by one row. (`append_rows` needs no call: a
+    /// run rolls itself back.) The append writer calls it while the panic
+    /// unwinds through its lock.
     #[cold]
-    pub(crate) fn drop_partial_row(&mut self) {
+    pub fn drop_partial_row(&mut self) {
         for column in &mut self.columns {
             column.truncate(self.rows);
         }

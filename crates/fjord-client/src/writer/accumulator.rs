@@ -6,8 +6,8 @@
 //! caller's [`super::AppendWriter`] and the linger task, because the batch
 //! timeout must fire while the caller is idle. That is one uncontended lock
 //! per row (two atomic operations; the linger task takes it once per
-//! `batch-timeout`), chosen over anything per value: about 7 ns here
-//! (docs/bench-notes/client.md, "Seventh pass").
+//! `batch-timeout`), chosen over anything per value: about 5 ns a row here
+//! (docs/bench-notes/client.md, "Eighth pass").
 //! Nothing here allocates per row: the builders are created once per
 //! bucket and reused after every seal.
 
