@@ -1,6 +1,6 @@
 //! Rows over a received Arrow batch: [`ScanRows`] iterates a batch one
 //! [`ScanRow`] at a time, and a `ScanRow` implements
-//! [`InternalRow`](crate::row::InternalRow) so scanned records can be
+//! [`InternalRow`] so scanned records can be
 //! handed to anything that reads rows (a writer, a bucket assigner).
 //!
 //! Each column is downcast to its concrete Arrow array once per batch
