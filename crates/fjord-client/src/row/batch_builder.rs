@@ -57,9 +57,15 @@ impl RollBack<'_> {
 
 impl Drop for RollBack<'_> {
     fn drop(&mut self) {
-        for column in self.columns.iter_mut() {
-            column.truncate(self.rows);
-        }
+        truncate_columns(self.columns, self.rows);
+    }
+}
+
+/// Cuts every column back to its first `rows` rows (a no-op for a column
+/// that holds no more).
+fn truncate_columns(columns: &mut [Column], rows: usize) {
+    for column in columns {
+        column.truncate(rows);
     }
 }
 
@@ -1100,9 +1106,7 @@ impl RowBatchBuilder {
         row: &R,
         written: WrittenFields,
     ) -> ClientError {
-        for column in &mut self.columns {
-            column.truncate(self.rows);
-        }
+        self.drop_partial_row();
         match written.refused {
             // The datum is read again for the message rather than kept
             // alive across the append, which would pin it to the stack.
@@ -1245,9 +1249,7 @@ impl RowBatchBuilder {
     /// unwinds through its lock.
     #[cold]
     pub fn drop_partial_row(&mut self) {
-        for column in &mut self.columns {
-            column.truncate(self.rows);
-        }
+        truncate_columns(&mut self.columns, self.rows);
     }
 
     /// Drops every row after the first `rows` (the writer takes back a row
@@ -1258,7 +1260,7 @@ impl RowBatchBuilder {
         if rows >= self.rows {
             return;
         }
-        self.columns.iter_mut().for_each(|c| c.truncate(rows));
+        truncate_columns(&mut self.columns, rows);
         self.rows = rows;
         // Recounted from the buffers: what `append` added row by row.
         self.bytes = self
