@@ -5,6 +5,8 @@
 
 mod support;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::RecordBatch;
@@ -18,9 +20,12 @@ const NAMES: [&str; 4] = ["pv", "cart", "fav", "buy"];
 const ROWS: i64 = 2_000;
 
 /// One row of `id BIGINT, name STRING NOT NULL` as a type of its own.
+/// `written` counts its `write_fields` calls: the writer must take the row
+/// through them, not through `datum` (which reads the same values).
 struct Event<'a> {
     id: i64,
     name: Option<&'a str>,
+    written: &'a AtomicUsize,
 }
 
 impl InternalRow for Event<'_> {
@@ -37,6 +42,7 @@ impl InternalRow for Event<'_> {
     }
 
     fn write_fields(&self, fields: &mut FieldWriter<'_>) {
+        self.written.fetch_add(1, Ordering::Relaxed);
         fields.bigint(self.id);
         match self.name {
             Some(name) => fields.string(name),
@@ -84,6 +90,7 @@ async fn typed_rows_land_in_the_buckets_and_values_of_the_same_rows_as_datums() 
         .append_writer(&typed_path, WriterConfig::default())
         .await
         .expect("writer");
+    let written = AtomicUsize::new(0);
     let mut refusals = Vec::new();
     for id in 0..ROWS {
         let name = NAMES[id as usize % 4];
@@ -91,6 +98,7 @@ async fn typed_rows_land_in_the_buckets_and_values_of_the_same_rows_as_datums() 
             .append(&Event {
                 id,
                 name: Some(name),
+                written: &written,
             })
             .await
             .expect("append");
@@ -100,6 +108,7 @@ async fn typed_rows_land_in_the_buckets_and_values_of_the_same_rows_as_datums() 
                 .append(&Event {
                     id: -id,
                     name: None,
+                    written: &written,
                 })
                 .await;
             refusals.push(refused.expect_err("NULL into NOT NULL").to_string());
@@ -121,6 +130,12 @@ async fn typed_rows_land_in_the_buckets_and_values_of_the_same_rows_as_datums() 
     flush_in_time(&mut datums).await;
 
     assert_eq!(refusals.len(), 4);
+    // Every typed row, refused ones included, went in through its own
+    // `write_fields`, not datum by datum.
+    assert_eq!(
+        written.load(Ordering::Relaxed),
+        ROWS as usize + refusals.len()
+    );
     for message in &refusals {
         assert!(message.contains("column `name`"), "{message}");
         assert!(message.contains("NOT NULL"), "{message}");
@@ -181,10 +196,12 @@ async fn a_row_type_that_panics_part_way_leaves_no_torn_row_in_the_batch() {
     let config = WriterConfig::from_options([("client.writer.batch-timeout", "10min")])
         .expect("valid options");
     let mut writer = client.append_writer(&path, config).await.expect("writer");
+    let written = AtomicUsize::new(0);
     writer
         .append(&Event {
             id: 1,
             name: Some("pv"),
+            written: &written,
         })
         .await
         .expect("append");
@@ -201,6 +218,7 @@ async fn a_row_type_that_panics_part_way_leaves_no_torn_row_in_the_batch() {
         .append(&Event {
             id: 2,
             name: Some("buy"),
+            written: &written,
         })
         .await
         .expect("append after the panic");
