@@ -10,7 +10,6 @@
 mod support;
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
@@ -18,7 +17,7 @@ use fjord_client::row::Datum;
 use fjord_client::{TablePath, WriterConfig};
 use fjord_format::schema::Schema;
 use fjord_format::types::DataType;
-use support::{Fault, TestServer};
+use support::{append_in_time, flush_in_time, Fault, TestServer, HANG};
 
 /// Partitions written, rows interleaved between them.
 const DAYS: [&str; 3] = ["20261201", "20261202", "20261203"];
@@ -26,8 +25,6 @@ const DAYS: [&str; 3] = ["20261201", "20261202", "20261203"];
 const ROWS: i64 = 30_000;
 /// Produce answers the proxy swallows (each closing its connection).
 const DROPPED: usize = 3;
-/// Turns a hang into a failure; asserts no timing.
-const HANG: Duration = Duration::from_secs(120);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_answers_across_partitions_are_resent_on_refreshed_routes_without_duplicates() {
@@ -52,18 +49,10 @@ async fn lost_answers_across_partitions_are_resent_on_refreshed_routes_without_d
     for id in 0..ROWS {
         // Runs of 100 rows per partition, partitions in turn.
         let day = DAYS[(id / 100) as usize % DAYS.len()];
-        tokio::time::timeout(
-            HANG,
-            writer.append(&[Datum::BigInt(id), Datum::String(day)][..]),
-        )
-        .await
-        .expect("append finishes")
-        .expect("append");
+        append_in_time(&mut writer, &[Datum::BigInt(id), Datum::String(day)]).await;
     }
-    tokio::time::timeout(HANG, writer.flush())
-        .await
-        .expect("flush finishes")
-        .expect("every batch acknowledged after retries");
+    // Every batch acknowledged, after retries.
+    flush_in_time(&mut writer).await;
     assert_eq!(server.dropped.load(Ordering::SeqCst), DROPPED);
     assert!(
         writer.stats().retries >= DROPPED as u64,
@@ -77,7 +66,6 @@ async fn lost_answers_across_partitions_are_resent_on_refreshed_routes_without_d
         .await
         .expect("list");
     assert_eq!(partitions.len(), DAYS.len());
-    let mut all = Vec::new();
     for (index, day) in DAYS.iter().enumerate() {
         let partition = partitions
             .iter()
@@ -86,7 +74,7 @@ async fn lost_answers_across_partitions_are_resent_on_refreshed_routes_without_d
         let expected: Vec<i64> = (0..ROWS)
             .filter(|id| (id / 100) as usize % DAYS.len() == index)
             .collect();
-        let batches = support::read_partition_batches(
+        let batches = support::read_partition_batches_by_bucket(
             &client,
             &table,
             partition.partition_id,
@@ -94,29 +82,25 @@ async fn lost_answers_across_partitions_are_resent_on_refreshed_routes_without_d
             HANG,
         )
         .await;
-        let mut ids: Vec<i64> = batches
-            .iter()
-            .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
-            .collect();
-        // Rows of one bucket are in append order (sticky buckets: a
-        // batch's rows are consecutive appends of this partition).
-        for batch in &batches {
+        // A bucket's rows, in offset order, are in append order: the
+        // sticky assigner fills one bucket's batch with consecutive appends
+        // of this partition, so ids only rise within a bucket, across
+        // batches too (a resend out of order would break that).
+        let mut per_bucket: Vec<Vec<i64>> = vec![Vec::new(); table.bucket_count() as usize];
+        for (bucket, batch) in &batches {
             let values = batch.column(0).as_primitive::<Int64Type>().values();
+            per_bucket[*bucket as usize].extend_from_slice(values);
+        }
+        for (bucket, ids) in per_bucket.iter().enumerate() {
             assert!(
-                values.windows(2).all(|w| w[0] < w[1]),
-                "partition {day}: a batch's rows out of order"
+                ids.windows(2).all(|w| w[0] < w[1]),
+                "partition {day}, bucket {bucket}: rows out of append order"
             );
         }
+        let mut ids: Vec<i64> = per_bucket.concat();
         ids.sort_unstable();
-        assert_eq!(
-            ids.len(),
-            expected.len(),
-            "partition {day}: no row lost or duplicated"
-        );
-        assert_eq!(ids, expected, "partition {day}");
-        all.extend(ids);
+        assert_eq!(ids, expected, "partition {day}: no row lost or duplicated");
     }
-    assert_eq!(all.len(), ROWS as usize);
     writer.close().await.expect("close");
     server.stop().await;
 }

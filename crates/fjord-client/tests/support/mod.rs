@@ -354,6 +354,22 @@ pub async fn read_partition_batches(
     expected_rows: usize,
     within: Duration,
 ) -> Vec<RecordBatch> {
+    read_partition_batches_by_bucket(client, table, partition_id, expected_rows, within)
+        .await
+        .into_iter()
+        .map(|(_, batch)| batch)
+        .collect()
+}
+
+/// Like [`read_partition_batches`], with the bucket each batch was read
+/// from; a bucket's batches come in offset order.
+pub async fn read_partition_batches_by_bucket(
+    client: &FlussClient,
+    table: &TableInfo,
+    partition_id: i64,
+    expected_rows: usize,
+    within: Duration,
+) -> Vec<(i32, RecordBatch)> {
     let mut scanner =
         LogScanner::new_partitioned(table.clone(), ScannerConfig::default()).expect("scanner");
     let route = client
@@ -376,7 +392,7 @@ pub async fn read_partition_batches(
         for batch in scanner.poll().await.expect("poll") {
             assert_eq!(batch.partition_id, Some(partition_id));
             rows += batch.records().num_rows();
-            batches.push(batch.records().clone());
+            batches.push((batch.bucket, batch.records().clone()));
         }
     }
     batches
