@@ -17,13 +17,12 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Waker};
 use support::metadata_gate::{
-    acknowledged, append_day_row, create_day_partitions, refused, MetadataGate,
+    acknowledged, append_day_row, create_day_partitions, refused, routed_writer, start_gated,
+    MetadataGate,
 };
 
-use fjord_client::writer::config::{
-    OPT_ENABLE_IDEMPOTENCE, OPT_NO_KEY_ASSIGNER, OPT_REQUEST_TIMEOUT, OPT_RETRIES,
-};
-use fjord_client::{AppendWriter, FlussClient, TableInfo, TablePath, WriterConfig};
+use fjord_client::writer::config::OPT_REQUEST_TIMEOUT;
+use fjord_client::{AppendWriter, FlussClient, TableInfo, TablePath};
 use fjord_proto::ErrorCode;
 
 /// Buckets per partition.
@@ -178,31 +177,13 @@ impl SetUp {
 /// (round robin), that has already written one acknowledged row to
 /// [`ROUTED_DAY`], so that partition is routed.
 async fn set_up(name: &str, retries: &str) -> SetUp {
-    let server = support::TestServer::start().await;
-    let gate = MetadataGate::start(server.addr.clone()).await;
-    let client = FlussClient::connect(std::slice::from_ref(&gate.addr))
-        .await
-        .expect("client connects");
+    let (server, gate, client) = start_gated().await;
     let path = TablePath::new("refresh", name);
     let (table, ids) =
         create_day_partitions(&client, &path, BUCKETS, &[ROUTED_DAY, GATED_DAY]).await;
     let (routed_id, gated_id) = (ids[0], ids[1]);
-
-    let idempotence = if retries == "0" { "false" } else { "true" };
-    let options = [
-        (OPT_REQUEST_TIMEOUT, REQUEST_TIMEOUT),
-        (OPT_RETRIES, retries),
-        (OPT_ENABLE_IDEMPOTENCE, idempotence),
-        // Consecutive batches go to different buckets.
-        (OPT_NO_KEY_ASSIGNER, "round_robin"),
-    ];
-    let config = WriterConfig::from_options(options.iter().copied()).expect("valid options");
-    let mut writer = client
-        .append_writer(&table.path, config)
-        .await
-        .expect("writer");
-    let first = append_day_row(&mut writer, 0, ROUTED_DAY).await;
-    acknowledged(first, "the first batch is acknowledged").await;
+    let timeout = [(OPT_REQUEST_TIMEOUT, REQUEST_TIMEOUT)];
+    let writer = routed_writer(&client, &path, ROUTED_DAY, retries, &timeout).await;
     SetUp {
         server,
         gate,

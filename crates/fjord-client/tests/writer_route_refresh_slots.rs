@@ -11,11 +11,11 @@
 mod support;
 
 use support::metadata_gate::{
-    acknowledged, append_day_row, create_day_partitions, refused, Held, MetadataGate,
+    acknowledged, append_day_row, create_day_partitions, refused, routed_writer, start_gated, Held,
+    MetadataGate,
 };
 
-use fjord_client::writer::config::{OPT_NO_KEY_ASSIGNER, OPT_RETRIES};
-use fjord_client::{AppendWriter, FlussClient, TablePath, WriterConfig};
+use fjord_client::{AppendWriter, FlussClient, TableInfo, TablePath};
 use fjord_proto::ErrorCode;
 
 /// The sender's bound on refreshes in flight (sender.rs
@@ -41,6 +41,18 @@ async fn partitions_beyond_the_refresh_bound_are_routed_as_slots_free_up() {
         asked.extend(held.partitions.iter().copied());
         first.push(held);
     }
+    // And no more: a request for the routed partition on the coordinator
+    // connection the refreshes share is answered only after the gate has
+    // read every request the writer sent before it, so a refresh beyond
+    // the bound would be waiting in `held` by now.
+    s.client
+        .refresh_route(&s.table, Some(s.routed_id))
+        .await
+        .expect("the routed partition's route");
+    assert!(
+        s.gate.held.try_recv().is_err(),
+        "no refresh beyond the {ROUTE_REFRESHES_MAX} held"
+    );
     // Answered: the slots free up and the other partitions ask in turn.
     first.into_iter().for_each(Held::forward);
     while asked.len() < gated_count {
@@ -116,6 +128,9 @@ struct SetUp {
     client: FlussClient,
     gate: MetadataGate,
     path: TablePath,
+    table: TableInfo,
+    /// The partition the writer has a route for.
+    routed_id: i64,
     writer: AppendWriter,
     /// The gated partitions: (name, id).
     gated: Vec<(String, i64)>,
@@ -134,11 +149,7 @@ impl SetUp {
 /// off without retries) that has written one acknowledged row to the
 /// routed partition.
 async fn set_up(name: &str, gated: usize, retries: &str) -> SetUp {
-    let server = support::TestServer::start().await;
-    let gate = MetadataGate::start(server.addr.clone()).await;
-    let client = FlussClient::connect(std::slice::from_ref(&gate.addr))
-        .await
-        .expect("client connects");
+    let (server, gate, client) = start_gated().await;
     let path = TablePath::new("slots", name);
     let routed = "r0".to_owned();
     let names: Vec<String> = (0..gated).map(|i| format!("g{i}")).collect();
@@ -147,25 +158,16 @@ async fn set_up(name: &str, gated: usize, retries: &str) -> SetUp {
         .map(String::as_str)
         .collect();
     let (table, ids) = create_day_partitions(&client, &path, 2, &days).await;
+    let routed_id = ids[0];
     let gated = names.into_iter().zip(ids[1..].iter().copied()).collect();
-    let idempotence = if retries == "0" { "false" } else { "true" };
-    let options = [
-        (OPT_RETRIES, retries),
-        ("client.writer.enable-idempotence", idempotence),
-        (OPT_NO_KEY_ASSIGNER, "round_robin"),
-    ];
-    let config = WriterConfig::from_options(options.iter().copied()).expect("valid options");
-    let mut writer = client
-        .append_writer(&table.path, config)
-        .await
-        .expect("writer");
-    let first = append_day_row(&mut writer, 0, &routed).await;
-    acknowledged(first, "the first batch").await;
+    let writer = routed_writer(&client, &path, &routed, retries, &[]).await;
     SetUp {
         server,
         client,
         gate,
         path,
+        table,
+        routed_id,
         writer,
         gated,
     }

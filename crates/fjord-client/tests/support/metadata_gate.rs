@@ -11,8 +11,10 @@ use std::sync::{Arc, Mutex};
 
 use arrow_array::{Int64Array, RecordBatch, StringArray};
 use bytes::{Bytes, BytesMut};
+use fjord_client::writer::config::{OPT_ENABLE_IDEMPOTENCE, OPT_NO_KEY_ASSIGNER, OPT_RETRIES};
 use fjord_client::{
     AppendWriter, BatchAck, BatchCompletion, ClientError, FlussClient, TableInfo, TablePath,
+    WriterConfig,
 };
 use fjord_format::schema::Schema;
 use fjord_format::types::DataType;
@@ -153,6 +155,45 @@ pub async fn create_day_partitions(
         })
         .collect();
     (table, ids)
+}
+
+/// A server, a gate in front of it, and a client that bootstraps through
+/// the gate: its coordinator connection, which the writers' route
+/// refreshes use, goes through the gate.
+pub async fn start_gated() -> (super::TestServer, MetadataGate, FlussClient) {
+    let server = super::TestServer::start().await;
+    let gate = MetadataGate::start(server.addr.clone()).await;
+    let client = FlussClient::connect(std::slice::from_ref(&gate.addr))
+        .await
+        .expect("client connects");
+    (server, gate, client)
+}
+
+/// A writer for `path` with `client.writer.retries` = `retries`
+/// (idempotence on only with retries), each batch to the next bucket
+/// (round robin), and the `extra` options; it has written one
+/// acknowledged row to the partition `routed_day`, so that partition is
+/// routed.
+pub async fn routed_writer(
+    client: &FlussClient,
+    path: &TablePath,
+    routed_day: &str,
+    retries: &str,
+    extra: &[(&str, &str)],
+) -> AppendWriter {
+    let idempotence = if retries == "0" { "false" } else { "true" };
+    let options = [
+        (OPT_RETRIES, retries),
+        (OPT_ENABLE_IDEMPOTENCE, idempotence),
+        // Consecutive batches go to different buckets.
+        (OPT_NO_KEY_ASSIGNER, "round_robin"),
+    ];
+    let config =
+        WriterConfig::from_options(options.iter().chain(extra).copied()).expect("valid options");
+    let mut writer = client.append_writer(path, config).await.expect("writer");
+    let first = append_day_row(&mut writer, 0, routed_day).await;
+    acknowledged(first, "the first batch is acknowledged").await;
+    writer
 }
 
 /// Appends one row `(id, day)` of an `id BIGINT, <day> STRING` table as its
