@@ -58,10 +58,12 @@ use std::time::Duration;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
-use fjord_client::bucket::{BucketAssigner, NoKeyAssigner};
-use fjord_client::row::{Datum, RowBatchBuilder};
+use fjord_client::row::Datum;
 use fjord_client::{AppendWriter, TableInfo, TablePath, WriterConfig, WriterStats};
-use support::{create_bucketed_table, id_text_schema, read_all_by_bucket, TestServer};
+use support::{
+    create_bucketed_table, id_text_schema, ids_by_bucket, read_all_by_bucket, rows_per_full_batch,
+    TestServer,
+};
 
 // ---- Counting the client's heap -------------------------------------------
 
@@ -378,23 +380,7 @@ impl Plan {
         let per_bucket =
             BATCHES_PER_BUCKET * rows_per_batch + TRICKLE_ROUNDS * TRICKLE_ROWS_PER_BUCKET;
         let wanted = |bucket: usize| per_bucket + if bucket == 0 { s.warmup_rows } else { 0 };
-        let mut assigner = BucketAssigner::new(table, NoKeyAssigner::Sticky).expect("assigner");
-        let mut ids: Vec<Vec<i64>> = (0..s.buckets)
-            .map(|bucket| Vec::with_capacity(wanted(bucket)))
-            .collect();
-        let mut full = 0;
-        let mut id = 0i64;
-        while full < ids.len() {
-            let bucket = assigner
-                .assign(&[Datum::BigInt(id), Datum::Null])
-                .expect("bucket of a BIGINT key") as usize;
-            let list = &mut ids[bucket];
-            if list.len() < wanted(bucket) {
-                list.push(id);
-                full += usize::from(list.len() == wanted(bucket));
-            }
-            id += 1;
-        }
+        let ids = ids_by_bucket(table, wanted);
         Self {
             warmup_rows: s.warmup_rows,
             rows_per_batch,
@@ -426,20 +412,6 @@ impl Plan {
             + round * TRICKLE_ROWS_PER_BUCKET;
         &self.ids[bucket][start..start + TRICKLE_ROWS_PER_BUCKET]
     }
-}
-
-/// Rows of `payload` after which a batch's estimated bytes reach
-/// `seal_bytes`: the row that seals it is the last.
-fn rows_per_full_batch(writer: &AppendWriter, payload: &str, seal_bytes: usize) -> usize {
-    let mut builder = RowBatchBuilder::new(writer.arrow_schema().clone()).expect("builder");
-    let mut rows = 0;
-    while builder.estimated_bytes() < seal_bytes {
-        builder
-            .append(&[Datum::BigInt(rows as i64), Datum::String(payload)])
-            .expect("row");
-        rows += 1;
-    }
-    rows
 }
 
 /// What one run observed, heap figures as bytes above the baseline.

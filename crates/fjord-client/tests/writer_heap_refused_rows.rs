@@ -24,10 +24,11 @@ use support::{append_in_time, flush_in_time};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 
-use fjord_client::bucket::{BucketAssigner, NoKeyAssigner};
-use fjord_client::row::{Datum, RowBatchBuilder};
-use fjord_client::{AppendWriter, TablePath, WriterConfig};
-use support::{create_bucketed_table, id_text_schema, TestServer};
+use fjord_client::row::Datum;
+use fjord_client::{TablePath, WriterConfig};
+use support::{
+    create_bucketed_table, id_text_schema, ids_by_bucket, rows_per_full_batch, TestServer,
+};
 
 /// `System`, with the bytes of every live block counted.
 struct Counting;
@@ -122,21 +123,10 @@ async fn refused_first_rows_after_a_burst_hold_no_more_heap_than_the_presize_cap
     .expect("valid options");
     let mut writer = client.append_writer(&path, config).await.expect("writer");
     let payload = "x".repeat(PAYLOAD_BYTES);
-    let rows_per_batch = rows_per_full_batch(&writer, &payload);
+    let rows_per_batch = rows_per_full_batch(&writer, &payload, BATCH_BYTES);
 
     // Ids per bucket, routed as the writer routes them (hash of `id`).
-    let mut assigner = BucketAssigner::new(&table, NoKeyAssigner::Sticky).expect("assigner");
-    let mut ids: Vec<Vec<i64>> = vec![Vec::new(); BUCKETS];
-    let mut id = 0i64;
-    while ids.iter().any(|list| list.len() < rows_per_batch) {
-        let bucket = assigner
-            .assign(&[Datum::BigInt(id), Datum::Null])
-            .expect("bucket") as usize;
-        if ids[bucket].len() < rows_per_batch {
-            ids[bucket].push(id);
-        }
-        id += 1;
-    }
+    let ids = ids_by_bucket(&table, |_| rows_per_batch);
 
     // The burst, bucket after bucket (a backfill sorted by key): every
     // bucket's last batch is a full one, sealed by its size.
@@ -194,16 +184,8 @@ async fn refused_oversized_rows_leave_no_heap_behind_in_their_buckets() {
     let mut writer = client.append_writer(&path, config).await.expect("writer");
     // Four times buffer memory: refused whatever else the batch holds.
     let giant = "g".repeat(OVERSIZED_BYTES);
-    let mut assigner = BucketAssigner::new(&table, NoKeyAssigner::Sticky).expect("assigner");
-    let mut first_id: Vec<Option<i64>> = vec![None; buckets as usize];
-    let mut id = 0i64;
-    while first_id.iter().any(Option::is_none) {
-        let bucket = assigner
-            .assign(&[Datum::BigInt(id), Datum::Null])
-            .expect("bucket") as usize;
-        first_id[bucket].get_or_insert(id);
-        id += 1;
-    }
+    // The first id of each bucket, routed as the writer routes it.
+    let first_id = ids_by_bucket(&table, |_| 1);
 
     let before = LIVE_BYTES.load(Ordering::Relaxed);
     for id in first_id.into_iter().flatten() {
@@ -223,18 +205,4 @@ async fn refused_oversized_rows_leave_no_heap_behind_in_their_buckets() {
     );
     writer.close().await.expect("close");
     server.stop().await;
-}
-
-/// Rows of `payload` after which a batch's estimated bytes reach the seal
-/// size: the row that seals it is the last.
-fn rows_per_full_batch(writer: &AppendWriter, payload: &str) -> usize {
-    let mut builder = RowBatchBuilder::new(writer.arrow_schema().clone()).expect("builder");
-    let mut rows = 0;
-    while builder.estimated_bytes() < BATCH_BYTES {
-        builder
-            .append(&[Datum::BigInt(rows as i64), Datum::String(payload)])
-            .expect("row");
-        rows += 1;
-    }
-    rows
 }

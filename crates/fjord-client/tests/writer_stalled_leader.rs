@@ -194,7 +194,6 @@ async fn a_coordinator_that_stops_answering_fails_the_route_refresh_instead_of_h
     server.stop().await;
 }
 
-/// `rows` rows `(id, text)`: one Arrow batch of the table's schema.
 /// Appends one row for `bucket` and returns the error its batch completes
 /// with (it must fail, within [`HANG`]).
 async fn one_row_failing(
@@ -215,6 +214,7 @@ async fn one_row_failing(
         .expect_err("the batch cannot be written")
 }
 
+/// `rows` rows `(id, text)`: one Arrow batch of the table's schema.
 fn batch(schema: &SchemaRef, id: i64, text: &str, rows: usize) -> RecordBatch {
     let ids: Int64Array = std::iter::repeat_n(Some(id), rows).collect();
     let texts: StringArray = std::iter::repeat_n(Some(text), rows).collect();

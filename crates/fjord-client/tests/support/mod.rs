@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arrow_array::RecordBatch;
-use fjord_client::row::InternalRow;
+use fjord_client::bucket::{BucketAssigner, NoKeyAssigner};
+use fjord_client::row::{Datum, InternalRow, RowBatchBuilder};
 use fjord_client::{AppendWriter, FlussClient, LogScanner, ScannerConfig, TableInfo, TablePath};
 use fjord_format::schema::{
     DatabaseDescriptor, Schema, TableDescriptor, TableDistribution,
@@ -37,6 +38,48 @@ pub async fn append_in_time<R: InternalRow + ?Sized>(writer: &mut AppendWriter, 
         .await
         .expect("append finishes")
         .expect("append");
+}
+
+/// Rows `(id, payload)` after which a batch of `writer`'s table reaches
+/// `seal_bytes` estimated bytes: the row that seals it is the last.
+pub fn rows_per_full_batch(writer: &AppendWriter, payload: &str, seal_bytes: usize) -> usize {
+    let mut builder = RowBatchBuilder::new(writer.arrow_schema().clone()).expect("builder");
+    let mut rows = 0;
+    while builder.estimated_bytes() < seal_bytes {
+        builder
+            .append(&[Datum::BigInt(rows as i64), Datum::String(payload)])
+            .expect("row");
+        rows += 1;
+    }
+    rows
+}
+
+/// Ids 0, 1, 2, ... routed as the writer routes rows `(id, ...)` of
+/// `table` (hashed on `id`): per bucket, the first `wanted(bucket)` ids
+/// that land in it.
+pub fn ids_by_bucket(table: &TableInfo, wanted: impl Fn(usize) -> usize) -> Vec<Vec<i64>> {
+    let mut assigner = BucketAssigner::new(table, NoKeyAssigner::Sticky).expect("assigner");
+    let mut ids: Vec<Vec<i64>> = (0..table.bucket_count() as usize)
+        .map(|bucket| Vec::with_capacity(wanted(bucket)))
+        .collect();
+    let mut full = ids
+        .iter()
+        .enumerate()
+        .filter(|(b, _)| wanted(*b) == 0)
+        .count();
+    let mut id = 0i64;
+    while full < ids.len() {
+        let bucket = assigner
+            .assign(&[Datum::BigInt(id), Datum::Null])
+            .expect("bucket of a BIGINT key") as usize;
+        let list = &mut ids[bucket];
+        if list.len() < wanted(bucket) {
+            list.push(id);
+            full += usize::from(list.len() == wanted(bucket));
+        }
+        id += 1;
+    }
+    ids
 }
 
 /// Flushes `writer`, failing the test if the flush fails or does not
