@@ -133,17 +133,10 @@ async fn the_buckets_of_a_partition_wait_for_one_refresh_and_all_go_out_on_its_r
     assert_eq!(first.partition_id, Some(s.gated_id));
     assert_eq!(second.partition_id, Some(s.gated_id));
     assert_ne!(first.bucket, second.bucket, "two buckets waited");
-    // A request for the routed partition on the same connection to the
-    // gate (the client's one coordinator connection, which the writer's
-    // refreshes share): the gate reads a connection's requests in order,
-    // so once this one is answered, any second request the writer sent
-    // for the gated partition is waiting in `held`, not on its way there.
-    s.client
-        .refresh_route(&s.table, Some(s.routed_id))
-        .await
-        .expect("the routed partition's route");
     assert!(
-        s.gate.held.try_recv().is_err(),
+        s.gate
+            .holds_nothing_more(&s.client, &s.table, s.routed_id)
+            .await,
         "one MetaData request served both buckets of the partition"
     );
     s.finish().await;

@@ -41,16 +41,11 @@ async fn partitions_beyond_the_refresh_bound_are_routed_as_slots_free_up() {
         asked.extend(held.partitions.iter().copied());
         first.push(held);
     }
-    // And no more: a request for the routed partition on the coordinator
-    // connection the refreshes share is answered only after the gate has
-    // read every request the writer sent before it, so a refresh beyond
-    // the bound would be waiting in `held` by now.
-    s.client
-        .refresh_route(&s.table, Some(s.routed_id))
-        .await
-        .expect("the routed partition's route");
+    // And no more while they are held.
     assert!(
-        s.gate.held.try_recv().is_err(),
+        s.gate
+            .holds_nothing_more(&s.client, &s.table, s.routed_id)
+            .await,
         "no refresh beyond the {ROUTE_REFRESHES_MAX} held"
     );
     // Answered: the slots free up and the other partitions ask in turn.

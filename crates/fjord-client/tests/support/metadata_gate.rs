@@ -90,6 +90,25 @@ impl MetadataGate {
             .expect("a MetaData request for a gated partition arrives")
             .expect("gate running")
     }
+
+    /// Whether no request is held beyond those taken already, checked
+    /// behind a request of `client`'s own for the ungated `partition_id`
+    /// of `table`. The gate reads a connection's requests in order, and
+    /// `client`'s coordinator connection is the one its writers' route
+    /// refreshes use: once that request is answered, any request a writer
+    /// sent before it is held already, not on its way.
+    pub async fn holds_nothing_more(
+        &mut self,
+        client: &FlussClient,
+        table: &TableInfo,
+        partition_id: i64,
+    ) -> bool {
+        client
+            .refresh_route(table, Some(partition_id))
+            .await
+            .expect("the ungated partition's route");
+        self.held.try_recv().is_err()
+    }
 }
 
 /// One MetaData request the gate holds, and the way on to each side of its
