@@ -1,6 +1,7 @@
 //! The native append writer against an in-process server: rows and whole
 //! RecordBatches arrive exactly once, batches are sealed by size and by
-//! age (an idle writer's rows arrive without flush), every acks level
+//! age (an idle writer's rows arrive without flush, a busy writer's while
+//! the linger task seals under it), every acks level
 //! writes every row, and bad options are refused with a clear error.
 
 mod support;
@@ -133,6 +134,63 @@ async fn idle_writer_rows_arrive_without_flush_after_the_batch_timeout() {
     let batches = read_all(&client, &table, 10).await;
     assert_eq!(ids(&batches), (0..10).collect::<Vec<_>>());
     drop(writer);
+    server.stop().await;
+}
+
+/// The linger task takes the accumulator from under a writer that keeps
+/// appending (the writer's lock is biased toward the writer:
+/// `writer/owner_lock.rs`): with a 1 ms batch timeout and a batch size
+/// the rows never reach, only the linger task seals, many times over,
+/// while rows go in. Every row arrives once, in order, in whole rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_appended_while_the_linger_task_seals_arrive_once_in_order() {
+    const ROWS: i64 = 300_000;
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    let table = table(&client, "linger_race", 1, "NONE").await;
+    let mut writer = client
+        .append_writer(
+            &table.path,
+            config(&[("client.writer.batch-timeout", "1ms")]),
+        )
+        .await
+        .expect("writer");
+    for id in 0..ROWS {
+        writer
+            .append(&[Datum::BigInt(id), Datum::String(NAMES[id as usize % 4])])
+            .await
+            .expect("append");
+    }
+    writer.flush().await.expect("flush");
+    let sealed = writer.stats().batches;
+    assert!(
+        sealed >= 10,
+        "the linger task sealed while rows went in: {sealed} batches"
+    );
+    // The linger task came through the race alive: rows of an idle writer
+    // still arrive without flush.
+    for id in ROWS..ROWS + 10 {
+        writer
+            .append(&[Datum::BigInt(id), Datum::String(NAMES[id as usize % 4])])
+            .await
+            .expect("append");
+    }
+    let batches = read_all(&client, &table, ROWS as usize + 10).await;
+    let read: Vec<i64> = batches
+        .iter()
+        .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+        .collect();
+    assert_eq!(
+        read,
+        (0..ROWS + 10).collect::<Vec<_>>(),
+        "once and in order"
+    );
+    for b in &batches {
+        let ids = b.column(0).as_primitive::<Int64Type>();
+        let names = b.column(1).as_string::<i32>();
+        assert!((0..b.num_rows()).all(|i| names.value(i) == NAMES[ids.value(i) as usize % 4]));
+    }
+    writer.close().await.expect("close");
     server.stop().await;
 }
 

@@ -2,12 +2,14 @@
 //! straight into, and the rules that seal a bucket's batch (size, age,
 //! memory pressure, flush).
 //!
-//! The accumulator lives behind one `parking_lot::Mutex` shared by the
-//! caller's [`super::AppendWriter`] and the linger task, because the batch
-//! timeout must fire while the caller is idle. That is one uncontended lock
-//! per row (two atomic operations; the linger task takes it once per
-//! `batch-timeout`), chosen over anything per value: about 5 ns a row here
-//! (docs/bench-notes/client.md, "Eighth pass").
+//! The accumulator lives behind one lock shared by the caller's
+//! [`super::AppendWriter`] and the linger task, because the batch timeout
+//! must fire while the caller is idle. The lock is biased toward the writer
+//! (`owner_lock.rs`): its way in and out is plain loads and stores,
+//! where an uncontended mutex's two locked instructions cost about 5 ns of
+//! a row (docs/bench-notes/client.md, "Eighth pass" and "Ninth pass"); the
+//! linger task, once per `batch-timeout`, pays a process-wide barrier
+//! instead.
 //! Nothing here allocates per row: the builders are created once per
 //! bucket and reused after every seal.
 
@@ -895,7 +897,7 @@ mod tests {
     fn an_earlier_failure_is_reported_by_the_row_that_opens_the_next_batch() {
         let (acc, _unused) = one_bucket_accumulator();
         let shared = Shared {
-            acc: parking_lot::Mutex::new(acc),
+            acc: crate::writer::owner_lock::OwnerLock::new(acc).0,
             pool: MemoryPool::new(1 << 24),
             ratio_bits: AtomicU32::new(INITIAL_COMPRESSION_RATIO.to_bits()),
             done: AtomicU64::new(0),
@@ -935,7 +937,7 @@ mod tests {
     fn idle_shared() -> Shared {
         let (acc, _unused) = one_bucket_accumulator();
         Shared {
-            acc: parking_lot::Mutex::new(acc),
+            acc: crate::writer::owner_lock::OwnerLock::new(acc).0,
             pool: MemoryPool::new(1 << 24),
             ratio_bits: AtomicU32::new(INITIAL_COMPRESSION_RATIO.to_bits()),
             done: AtomicU64::new(0),

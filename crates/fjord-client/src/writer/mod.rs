@@ -21,10 +21,11 @@
 //! - [`memory`]: `client.writer.buffer.memory-size` bounds the bytes of open
 //!   and unacknowledged batches; `append` waits instead of growing.
 //!
-//! Per-row cost: the row path takes one uncontended `parking_lot::Mutex` (the
+//! Per-row cost: the row path takes the accumulator's `owner_lock` by
+//! the owner's way, plain loads and stores with no locked instruction (the
 //! accumulator is shared with the linger task, which needs it to seal idle
-//! batches), one bucket assignment, one builder append and two integer
-//! compares. `append_rows` pays that once per run of up to 256 rows (for
+//! batches and pays a process-wide barrier to take it), one bucket
+//! assignment, one builder append and two integer compares. `append_rows` pays that once per run of up to 256 rows (for
 //! a non-partitioned table with the sticky assigner) and reads the run
 //! column by column. The clock, the learned compression ratio and the shared
 //! failure flag are read once per batch, when a row opens one. Everything
@@ -37,6 +38,7 @@ pub mod config;
 pub mod encode;
 pub mod idempotence;
 pub mod memory;
+mod owner_lock;
 mod partitioned_batch;
 pub mod sender;
 
@@ -45,7 +47,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
-use parking_lot::{Mutex, MutexGuard};
+use owner_lock::{OwnerGuard, OwnerKey, OwnerLock};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -157,7 +159,7 @@ pub(crate) struct Counters {
 /// they hold whole rows when the writer is used again (a caller that
 /// catches the panic) or delivers them (a writer dropped by it). The
 /// check on every unlock is one load of the global panic count.
-pub(crate) struct AccumulatorGuard<'a>(MutexGuard<'a, Accumulator>);
+pub(crate) struct AccumulatorGuard<'a>(OwnerGuard<'a, Accumulator>);
 
 impl std::ops::Deref for AccumulatorGuard<'_> {
     type Target = Accumulator;
@@ -184,11 +186,27 @@ impl Drop for AccumulatorGuard<'_> {
     }
 }
 
+/// The accumulator for one call of [`Shared::with_owner`]: drops what a
+/// row that panicked part way left in the open batches, as
+/// [`AccumulatorGuard`] does.
+struct RepairOnPanic<'a>(&'a mut Accumulator);
+
+impl Drop for RepairOnPanic<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.drop_partial_rows();
+        }
+    }
+}
+
 /// State shared by the writer, the linger task, the encoder thread and the
 /// sender task. The row path touches only `acc` (its lock); `failed` is
 /// read once per batch, when a row opens one.
 pub(crate) struct Shared {
-    acc: Mutex<Accumulator>,
+    /// Owned by the [`AppendWriter`] (its [`OwnerKey`]); the linger task
+    /// takes it as a non-owner.
+    acc: OwnerLock<Accumulator>,
     pub(crate) pool: MemoryPool,
     ratio_bits: AtomicU32,
     done: AtomicU64,
@@ -205,12 +223,31 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// The accumulator, locked. A `parking_lot` lock: taken once per row,
-    /// and unlike `std`'s it has no poison flag to read on lock and unlock.
-    /// What a panic under it would leave half done, its guard repairs.
-    #[inline]
-    fn lock(&self) -> AccumulatorGuard<'_> {
-        AccumulatorGuard(self.acc.lock())
+    /// The accumulator, locked by the writer that owns it: taken once per
+    /// row, by plain loads and stores while the linger task leaves it
+    /// alone ([`OwnerLock`]). What a panic under it would leave half done,
+    /// its guard repairs.
+    #[inline(always)]
+    fn lock_owner<'a>(&'a self, key: &'a mut OwnerKey) -> AccumulatorGuard<'a> {
+        AccumulatorGuard(self.acc.lock_owner(key))
+    }
+
+    /// `f` on the accumulator, locked by the writer that owns it: the row
+    /// path's [`Shared::lock_owner`], with no guard to drop but the panic
+    /// repair.
+    #[inline(always)]
+    fn with_owner<R>(&self, key: &mut OwnerKey, f: impl FnOnce(&mut Accumulator) -> R) -> R {
+        self.acc.with_owner(key, |acc| {
+            // Dropped after `f`, repairing before the lock is left.
+            let repair = RepairOnPanic(acc);
+            f(&mut *repair.0)
+        })
+    }
+
+    /// The accumulator, locked by anyone but its writer (the linger task):
+    /// waits, briefly, for the writer's row in progress.
+    fn lock_other(&self) -> AccumulatorGuard<'_> {
+        AccumulatorGuard(self.acc.lock_other())
     }
 
     /// The compression ratio (encoded / uncompressed) learned so far.
@@ -309,6 +346,9 @@ struct Partitions {
 /// producer (it owns its partition view and pending state).
 pub struct AppendWriter {
     shared: Arc<Shared>,
+    /// This writer's key to `shared`'s accumulator: its rows take the
+    /// lock's cheap way.
+    owner: OwnerKey,
     table: TableInfo,
     arrow_schema: SchemaRef,
     partitions: Option<Partitions>,
@@ -388,8 +428,9 @@ impl AppendWriter {
             encode_tx,
             Arc::clone(&backlog),
         );
+        let (acc, owner) = OwnerLock::new(accumulator);
         let shared = Arc::new(Shared {
-            acc: Mutex::new(accumulator),
+            acc,
             pool: MemoryPool::new(config.buffer_memory_bytes),
             ratio_bits: AtomicU32::new(INITIAL_COMPRESSION_RATIO.to_bits()),
             done: AtomicU64::new(0),
@@ -422,6 +463,7 @@ impl AppendWriter {
         let linger = tokio::spawn(linger(Arc::downgrade(&shared), config.batch_timeout));
         Ok(Self {
             shared,
+            owner,
             table,
             arrow_schema,
             partitions,
@@ -483,7 +525,10 @@ impl AppendWriter {
             return Ok(AppendNow::Wait(None));
         };
         let shared = &*self.shared;
-        Ok(match shared.lock().append_row(partition, row, shared)? {
+        let appended = shared.with_owner(&mut self.owner, |acc| {
+            acc.append_row(partition, row, shared)
+        });
+        Ok(match appended? {
             RowOutcome::Buffered => AppendNow::Appended,
             outcome => AppendNow::Wait(Some(outcome)),
         })
@@ -540,7 +585,9 @@ impl AppendWriter {
         };
         loop {
             let shared = &*self.shared;
-            let outcome = shared.lock().append_row(partition, row, shared)?;
+            let outcome = shared
+                .lock_owner(&mut self.owner)
+                .append_row(partition, row, shared)?;
             if matches!(outcome, RowOutcome::Buffered) || !self.wait_for(outcome).await? {
                 return Ok(());
             }
@@ -597,7 +644,9 @@ impl AppendWriter {
                 self.settle_deficit().await?;
             }
             let shared = &*self.shared;
-            let run = shared.lock().append_run(&rows[done..], shared)?;
+            let run = shared
+                .lock_owner(&mut self.owner)
+                .append_run(&rows[done..], shared)?;
             done += run.appended;
             // A run never asks to append again: it ends before such a row.
             self.wait_for(run.outcome).await?;
@@ -618,7 +667,9 @@ impl AppendWriter {
         };
         self.shared.pool.reserve(need).await?;
         self.deficit = None;
-        self.shared.lock().settle(key, need, &self.shared.pool)
+        self.shared
+            .lock_owner(&mut self.owner)
+            .settle(key, need, &self.shared.pool)
     }
 
     /// Appends a whole RecordBatch of the writer's schema as its own log
@@ -685,7 +736,7 @@ impl AppendWriter {
                 reserved_bytes,
                 completion: Some(tx),
             };
-            self.shared.lock().send_whole(sealed)?;
+            self.shared.lock_owner(&mut self.owner).send_whole(sealed)?;
         }
         Ok(completion)
     }
@@ -700,7 +751,11 @@ impl AppendWriter {
         batch: RecordBatch,
         parts: &mut Vec<(accumulator::BucketKey, RecordBatch, usize)>,
     ) -> Result<()> {
-        let buckets = self.shared.lock().assigner().assign_batch(&batch)?;
+        let buckets = self
+            .shared
+            .lock_owner(&mut self.owner)
+            .assigner()
+            .assign_batch(&batch)?;
         let by_bucket: Vec<(i32, RecordBatch)> = match buckets {
             BatchBuckets::Single(bucket) => vec![(bucket, batch)],
             BatchBuckets::PerRow(per_row) => split_by_bucket(&batch, &per_row)?,
@@ -720,7 +775,7 @@ impl AppendWriter {
             self.settle_deficit().await?;
         }
         let target = {
-            let mut acc = self.shared.lock();
+            let mut acc = self.shared.lock_owner(&mut self.owner);
             acc.seal_all()?;
             acc.sealed_count()
         };
@@ -734,7 +789,7 @@ impl AppendWriter {
     /// Flushes, then stops the writer's background work.
     pub async fn close(mut self) -> Result<()> {
         let result = self.flush().await;
-        self.shared.lock().close();
+        self.shared.lock_owner(&mut self.owner).close();
         result
     }
 
@@ -756,7 +811,7 @@ impl Drop for AppendWriter {
     /// Hands every buffered row on to be sent (as `flush` would, without
     /// waiting), then lets the background work end once it is sent.
     fn drop(&mut self) {
-        let mut acc = self.shared.lock();
+        let mut acc = self.shared.lock_owner(&mut self.owner);
         let _ = acc.seal_all();
         acc.close();
         drop(acc);
@@ -848,7 +903,7 @@ async fn linger(shared: Weak<Shared>, timeout: std::time::Duration) {
             return;
         };
         let now = Instant::now();
-        let next = shared.lock().seal_expired(now);
+        let next = shared.lock_other().seal_expired(now);
         wake = match next {
             Ok(Some(at)) => at,
             Ok(None) => now + timeout,
