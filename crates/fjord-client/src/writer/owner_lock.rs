@@ -73,13 +73,24 @@ impl<T> OwnerLock<T> {
     /// The lock and its one owner key. Registers the process for
     /// `membarrier` (once per process; later calls are cheap).
     pub(crate) fn new(value: T) -> (Self, OwnerKey) {
+        Self::with_barrier(value, process_barrier::available())
+    }
+
+    /// The lock as it is where `membarrier` is missing: the owner takes
+    /// the mutex too.
+    #[cfg(test)]
+    fn without_barrier(value: T) -> (Self, OwnerKey) {
+        Self::with_barrier(value, false)
+    }
+
+    fn with_barrier(value: T, barrier: bool) -> (Self, OwnerKey) {
         let id = NEXT_LOCK_ID.fetch_add(1, Ordering::Relaxed);
         let lock = Self {
             value: UnsafeCell::new(value),
             mutex: Mutex::new(()),
             owner_inside: AtomicBool::new(false),
             revoked: AtomicBool::new(false),
-            barrier: process_barrier::available(),
+            barrier,
             id,
         };
         (lock, OwnerKey { lock: id })
@@ -304,14 +315,23 @@ mod tests {
         torn
     }
 
-    /// Both ways at once from several threads: no holder finds the pair
+    /// Owner and others at once from several threads: no holder finds the pair
     /// half written by another and no increment is lost, which two guards
     /// inside together would break.
     #[test]
     fn owner_and_others_exclude_each_other() {
+        exclusion(OwnerLock::new([0u64; 2]));
+    }
+
+    /// The same where the owner takes the mutex (no `membarrier`).
+    #[test]
+    fn owner_and_others_exclude_each_other_without_the_barrier() {
+        exclusion(OwnerLock::without_barrier([0u64; 2]));
+    }
+
+    fn exclusion((lock, mut key): (OwnerLock<[u64; 2]>, OwnerKey)) {
         const OTHER_ROUNDS: u64 = 3_000;
         const OTHERS: u64 = 2;
-        let (lock, mut key) = OwnerLock::new([0u64; 2]);
         let lock = Arc::new(lock);
         let running = Arc::new(AtomicU64::new(OTHERS));
         let others: Vec<_> = (0..OTHERS)
@@ -331,7 +351,12 @@ mod tests {
         let mut owner_rounds = 0u64;
         let mut torn = 0;
         while running.load(Ordering::Acquire) > 0 {
-            torn += usize::from(stay(&mut lock.lock_owner(&mut key)));
+            // Both of the owner's ways: the guard and the closure.
+            torn += usize::from(if owner_rounds.is_multiple_of(2) {
+                stay(&mut lock.lock_owner(&mut key))
+            } else {
+                lock.with_owner(&mut key, stay)
+            });
             owner_rounds += 1;
         }
         for t in others {
@@ -348,18 +373,24 @@ mod tests {
     fn a_panic_inside_releases_the_lock() {
         let (lock, mut key) = OwnerLock::new(0u32);
         let lock = Arc::new(lock);
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let by_guard = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let mut g = lock.lock_owner(&mut key);
             *g += 1;
             panic!("a row type panicked");
         }));
-        assert!(result.is_err());
+        let by_closure = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            lock.with_owner(&mut key, |v| {
+                *v += 1;
+                panic!("a row type panicked");
+            })
+        }));
+        assert!(by_guard.is_err() && by_closure.is_err());
         let other = Arc::clone(&lock);
         let seen = std::thread::spawn(move || *other.lock_other())
             .join()
             .unwrap();
-        assert_eq!(seen, 1);
-        assert_eq!(*lock.lock_owner(&mut key), 1);
+        assert_eq!(seen, 2);
+        assert_eq!(*lock.lock_owner(&mut key), 2);
     }
 
     /// This machine (Linux, the kernel the CI runs on) has the barrier, so
