@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The issue-4 client benchmark: the native writer (`fjord bench write`), the
 # fluss-rs writer (examples/fluss_rs_bench.rs) and the compression floor
-# (`fjord bench compress-floor`) on the same workload against ONE server,
+# (`fjord bench compress-floor`, twice: on the Arrow input's batches and on
+# batches of the row writer's size) on the same workload against ONE server,
 # the native writer handed rows one at a time (`append`, as datums and as a
 # row type with typed fields), in runs of 256 (`append_rows`) and as Arrow
 # batches,
@@ -73,7 +74,17 @@ for round in $(seq "$ROUNDS"); do
         native --rows "$ROWS" --compression "$compression" --input typed-rows
         native --rows "$ROWS" --compression "$compression" --input row-runs
         native --rows "$ROWS" --compression "$compression" --input arrow
+        # Two floors, each on the batches its writers compress: the Arrow
+        # input's (the generated batches, handed over whole) and the row
+        # inputs' (sealed at the batch size with the learned compression
+        # ratio: rows per batch of this round's rows run).
         floor --rows "$ROWS" --compression "$compression"
+        batch_rows=$(grep '"client":"fjord"' "$OUT" | grep '"input":"rows"' \
+            | grep "\"compression\":\"$compression\"" \
+            | grep '"schema":"user_behavior"' | grep -v '"tag"' | tail -1 \
+            | python3 -c 'import json, sys; r = json.load(sys.stdin); print(round(r["records"] / max(r["batches"], 1)))')
+        tagged writer-batches "$FJORD" bench compress-floor --rows "$ROWS" \
+            --compression "$compression" --batch-rows "$batch_rows"
     done
     if [[ $PARTS == 1 ]]; then
         for compression in none zstd; do
@@ -141,10 +152,29 @@ for comp in ("none", "zstd"):
           "<= 0.333" if comp == "none" else "< 1")
     ratio(f"{comp}: fjord arrow / fluss-rs rows, CPU per record", fa, rs, "-")
     if comp == "zstd":
-        ratio("zstd: fjord rows / compression floor, CPU per record", f, fl, "<= 1.25")
-        ratio("zstd: fjord typed rows / compression floor, CPU per record", ft, fl, "<= 1.25")
-        ratio("zstd: fjord row runs / compression floor, CPU per record", fr, fl, "<= 1.25")
-        ratio("zstd: fjord arrow / compression floor, CPU per record", fa, fl, "<= 1.25")
+        # Each input over the floor of the batches it compresses (row
+        # inputs: the writer's own batch size; Arrow: the generated
+        # batches); the row inputs over the Arrow batches' floor too.
+        for name, inp, floor_input, target in (
+            ("rows", "rows", "arrow/writer-batches", "<= 1.25"),
+            ("typed rows", "typed_rows", "arrow/writer-batches", "<= 1.25"),
+            ("row runs", "row_runs", "arrow/writer-batches", "<= 1.25"),
+            ("arrow", "arrow", "arrow", "<= 1.25"),
+            ("rows", "rows", "arrow", "-"),
+            ("typed rows", "typed_rows", "arrow", "-"),
+            ("row runs", "row_runs", "arrow", "-"),
+        ):
+            a = groups.get(("write", "user_behavior", comp, "fjord", inp), [])
+            b = groups.get(("compress-floor", "user_behavior", comp, "compress-only", floor_input), [])
+            if not a or not b:
+                continue
+            per_round = [x["client_cpu_ns_per_record"] / y["client_cpu_ns_per_record"]
+                         for x, y in zip(a, b)]
+            which = "its batches' floor" if floor_input != "arrow" else "the Arrow batches' floor"
+            print(f"zstd: fjord {name} / {which}, CPU per record: "
+                  f"{cpu('write', 'user_behavior', comp, 'fjord', inp) / cpu('compress-floor', 'user_behavior', comp, 'compress-only', floor_input):.3f}"
+                  f" by medians, {statistics.median(per_round):.3f} by rounds "
+                  f"({', '.join(f'{r:.3f}' for r in per_round)}) (target {target})")
 for comp in ("none", "zstd"):
     ratio(f"{comp}: partitioned / day-column (unpartitioned, same rows), CPU per record",
           cpu("write", "user_behavior", comp, "fjord", "rows/partitioned"),

@@ -53,7 +53,10 @@ struct WorkloadArgs {
     /// The workload's schema.
     #[arg(long, value_enum, default_value_t = SchemaKind::UserBehavior)]
     schema: SchemaKind,
-    /// Rows per generated Arrow batch (the unit `--input arrow` hands over).
+    /// Rows per generated Arrow batch (the unit `--input arrow` hands over;
+    /// for `compress-floor`, the batches compressed: a row writer's rows
+    /// per batch, records / batches of its run, gives the floor of the
+    /// batches that writer seals).
     #[arg(long, default_value_t = DEFAULT_BATCH_ROWS)]
     batch_rows: usize,
 }
