@@ -4,7 +4,8 @@
 //!
 //! An uncontended `parking_lot::Mutex` costs two locked instructions a row
 //! (one to lock, one to unlock), and each waits for the stores before it to
-//! drain: about 9 ns of a 25 ns row on this project's benchmark machine
+//! drain: about 9 ns a lock and unlock around five pushes on this project's
+//! benchmark machine, and 6 ns of a 25 ns typed row in the writer
 //! (docs/bench-notes/client.md, "Ninth pass"). Here the owner's way in is a
 //! plain store of "inside", a compiler fence and a plain load of "revoked";
 //! its way out a plain store. What makes that safe is the asymmetric
