@@ -46,14 +46,12 @@
 //!   times the batches open, plus the same pools. It grows with the bucket
 //!   count and checks the rule itself, round by round.
 //!
-//! The tests take turns ([`serial`]): the counter is process-wide.
+//! The tests take turns ([`counting_heap::serial`]): the counter is
+//! process-wide.
 
+mod counting_heap;
 mod support;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicIsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use arrow_array::cast::AsArray;
@@ -64,116 +62,6 @@ use support::{
     create_bucketed_table, id_text_schema, ids_by_bucket, read_all_by_bucket, rows_per_full_batch,
     TestServer,
 };
-
-// ---- Counting the client's heap -------------------------------------------
-
-thread_local! {
-    /// True on the server runtime's threads, whose allocations are the
-    /// server's, not the writer's. Const-initialised and without a
-    /// destructor, so the allocator can read it at any point of a thread's
-    /// life without allocating.
-    static SERVER_THREAD: Cell<bool> = const { Cell::new(false) };
-}
-
-/// The live heap of counted threads and its highest value since the last
-/// [`Heap::mark`].
-struct Heap {
-    live_bytes: AtomicIsize,
-    peak_bytes: AtomicIsize,
-}
-
-static HEAP: Heap = Heap {
-    live_bytes: AtomicIsize::new(0),
-    peak_bytes: AtomicIsize::new(0),
-};
-
-impl Heap {
-    fn counts_this_thread() -> bool {
-        !SERVER_THREAD.try_with(Cell::get).unwrap_or(false)
-    }
-
-    fn add(&self, bytes: usize) {
-        if Self::counts_this_thread() {
-            let live =
-                self.live_bytes.fetch_add(bytes as isize, Ordering::Relaxed) + bytes as isize;
-            self.peak_bytes.fetch_max(live, Ordering::Relaxed);
-        }
-    }
-
-    fn remove(&self, bytes: usize) {
-        if Self::counts_this_thread() {
-            self.live_bytes.fetch_sub(bytes as isize, Ordering::Relaxed);
-        }
-    }
-
-    /// Starts a new peak from the live heap now; returns the live heap.
-    fn mark(&self) -> isize {
-        let live = self.live_bytes.load(Ordering::Relaxed);
-        self.peak_bytes.store(live, Ordering::Relaxed);
-        live
-    }
-
-    /// The highest live heap since the last mark.
-    fn peak(&self) -> isize {
-        self.peak_bytes.load(Ordering::Relaxed)
-    }
-}
-
-/// `System`, with every block's size added to [`HEAP`] while it lives.
-struct CountingAllocator;
-
-// SAFETY: every call goes to `System` with its arguments unchanged; the
-// counters are updated besides and never touch the blocks.
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let block = System.alloc(layout);
-        if !block.is_null() {
-            HEAP.add(layout.size());
-        }
-        block
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let block = System.alloc_zeroed(layout);
-        if !block.is_null() {
-            HEAP.add(layout.size());
-        }
-        block
-    }
-
-    unsafe fn realloc(&self, block: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let moved = System.realloc(block, layout, new_size);
-        if !moved.is_null() {
-            // The new size first: a moving realloc holds both blocks while
-            // it copies, so the peak may only err high.
-            HEAP.add(new_size);
-            HEAP.remove(layout.size());
-        }
-        moved
-    }
-
-    unsafe fn dealloc(&self, block: *mut u8, layout: Layout) {
-        System.dealloc(block, layout);
-        HEAP.remove(layout.size());
-    }
-}
-
-#[global_allocator]
-static GLOBAL: CountingAllocator = CountingAllocator;
-
-/// Runs `f` on this thread without counting its allocations.
-fn as_server<T>(f: impl FnOnce() -> T) -> T {
-    SERVER_THREAD.with(|s| s.set(true));
-    let out = f();
-    SERVER_THREAD.with(|s| s.set(false));
-    out
-}
-
-/// One test at a time: the counter is process-wide.
-fn serial() -> MutexGuard<'static, ()> {
-    static TURN: Mutex<()> = Mutex::new(());
-    TURN.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 // ---- The workload ----------------------------------------------------------
 
@@ -465,11 +353,11 @@ impl Observed {
 fn burst_then_trickle(s: &Scenario) -> Observed {
     let server_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
-        .on_thread_start(|| SERVER_THREAD.with(|t| t.set(true)))
+        .on_thread_start(counting_heap::uncounted_thread)
         .enable_all()
         .build()
         .expect("server runtime");
-    let server = as_server(|| server_rt.block_on(TestServer::start()));
+    let server = counting_heap::uncounted(|| server_rt.block_on(TestServer::start()));
     let client_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -480,7 +368,7 @@ fn burst_then_trickle(s: &Scenario) -> Observed {
             .await
             .expect("the burst, the trickle and the read-back finish")
     });
-    as_server(|| server_rt.block_on(server.stop()));
+    counting_heap::uncounted(|| server_rt.block_on(server.stop()));
     drop(client_rt);
     drop(server_rt);
     observed
@@ -524,7 +412,7 @@ async fn write_and_read_back(server: &TestServer, s: &Scenario) -> Observed {
     let rows_per_batch = rows_per_full_batch(&writer, &payload, s.seal_bytes);
     let plan = Plan::new(&info, s, rows_per_batch);
 
-    let baseline = HEAP.mark();
+    let baseline = counting_heap::mark();
     append_ids(&mut writer, plan.warmup(), &payload).await;
     writer.flush().await.expect("flush after the warm-up");
     let warmup_stats = writer.stats();
@@ -533,13 +421,13 @@ async fn write_and_read_back(server: &TestServer, s: &Scenario) -> Observed {
         append_ids(&mut writer, plan.burst(bucket), &payload).await;
     }
     writer.flush().await.expect("flush after the burst");
-    let burst_growth = HEAP.peak() - baseline;
+    let burst_growth = counting_heap::peak() - baseline;
     let burst_stats = writer.stats();
 
-    let after_burst_growth = HEAP.mark() - baseline;
+    let after_burst_growth = counting_heap::mark() - baseline;
     let mut round_growth = [0; TRICKLE_ROUNDS];
     for (round, growth) in round_growth.iter_mut().enumerate() {
-        HEAP.mark();
+        counting_heap::mark();
         // A few rows in every bucket, interleaved as live keys come.
         for row in 0..TRICKLE_ROWS_PER_BUCKET {
             for bucket in 0..s.buckets {
@@ -548,7 +436,7 @@ async fn write_and_read_back(server: &TestServer, s: &Scenario) -> Observed {
             }
         }
         writer.flush().await.expect("flush after a trickle round");
-        *growth = HEAP.peak() - baseline;
+        *growth = counting_heap::peak() - baseline;
     }
     let stats = writer.stats();
     drop(writer);
@@ -617,7 +505,7 @@ fn check_scenario(s: &Scenario, observed: &Observed) {
 
 /// Asserts the trickle's peak is within [`buffer_memory_budget`].
 fn check_within_buffer_memory(s: &Scenario) {
-    let _turn = serial();
+    let _turn = counting_heap::serial();
     let observed = burst_then_trickle(s);
     check_scenario(s, &observed);
     let budget = buffer_memory_budget(s) as isize;
@@ -642,7 +530,7 @@ fn a_trickle_over_16_zstd_buckets_after_a_burst_holds_no_more_heap_than_buffer_m
 
 #[test]
 fn a_trickle_over_64_buckets_after_a_burst_presizes_each_batch_within_the_documented_rule() {
-    let _turn = serial();
+    let _turn = counting_heap::serial();
     let s = &PLAIN_64_BUCKETS;
     let observed = burst_then_trickle(s);
     check_scenario(s, &observed);

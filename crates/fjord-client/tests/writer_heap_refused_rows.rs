@@ -12,67 +12,21 @@
 //! row per bucket then holds buckets x batch size of heap, the very growth
 //! the cap exists to stop (tests/writer_heap_many_buckets.rs).
 //!
-//! A counting `#[global_allocator]` measures the live heap of the whole
-//! process around the refused rows. Nothing else runs then: every batch
+//! A counting `#[global_allocator]` (`counting_heap`) measures the live
+//! heap of the whole process around the refused rows. Nothing else runs then: every batch
 //! was acknowledged, the batch timeout is far off, and a refused row goes
 //! nowhere near the server.
 
+mod counting_heap;
 mod support;
 
 use support::{append_in_time, flush_in_time};
-
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
 
 use fjord_client::row::Datum;
 use fjord_client::{TablePath, WriterConfig};
 use support::{
     create_bucketed_table, id_text_schema, ids_by_bucket, rows_per_full_batch, TestServer,
 };
-
-/// `System`, with the bytes of every live block counted.
-struct Counting;
-
-static LIVE_BYTES: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: every call goes to `System` with its arguments unchanged; only a
-// counter is updated besides.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let block = System.alloc(layout);
-        if !block.is_null() {
-            LIVE_BYTES.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        }
-        block
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let block = System.alloc_zeroed(layout);
-        if !block.is_null() {
-            LIVE_BYTES.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        }
-        block
-    }
-
-    unsafe fn realloc(&self, block: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let moved = System.realloc(block, layout, new_size);
-        if !moved.is_null() {
-            LIVE_BYTES.fetch_add(
-                new_size as isize - layout.size() as isize,
-                Ordering::Relaxed,
-            );
-        }
-        moved
-    }
-
-    unsafe fn dealloc(&self, block: *mut u8, layout: Layout) {
-        System.dealloc(block, layout);
-        LIVE_BYTES.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 /// Buckets of the table: each receives one full batch, then one bad row.
 const BUCKETS: usize = 128;
@@ -144,7 +98,7 @@ async fn refused_first_rows_after_a_burst_hold_no_more_heap_than_the_presize_cap
     );
 
     // One bad row per bucket: its STRING column given a BIGINT.
-    let before = LIVE_BYTES.load(Ordering::Relaxed);
+    let before = counting_heap::live();
     for list in &ids {
         let bad = [Datum::BigInt(list[0]), Datum::BigInt(0)];
         writer
@@ -152,7 +106,7 @@ async fn refused_first_rows_after_a_burst_hold_no_more_heap_than_the_presize_cap
             .await
             .expect_err("a BIGINT for a STRING column is refused");
     }
-    let growth = LIVE_BYTES.load(Ordering::Relaxed) - before;
+    let growth = counting_heap::live() - before;
     assert!(
         growth <= CAP_BYTES as isize,
         "{BUCKETS} refused rows (no batch open, nothing buffered) left {growth} bytes of heap \
@@ -187,7 +141,7 @@ async fn refused_oversized_rows_leave_no_heap_behind_in_their_buckets() {
     // The first id of each bucket, routed as the writer routes it.
     let first_id = ids_by_bucket(&table, |_| 1);
 
-    let before = LIVE_BYTES.load(Ordering::Relaxed);
+    let before = counting_heap::live();
     for id in first_id.into_iter().flatten() {
         let row = [Datum::BigInt(id), Datum::String(&giant)];
         let error = writer
@@ -196,7 +150,7 @@ async fn refused_oversized_rows_leave_no_heap_behind_in_their_buckets() {
             .expect_err("a row larger than buffer memory is refused");
         assert!(error.to_string().contains("cannot be buffered"), "{error}");
     }
-    let growth = LIVE_BYTES.load(Ordering::Relaxed) - before;
+    let growth = counting_heap::live() - before;
     assert!(
         growth <= (1 << 20),
         "{buckets} refused rows of {OVERSIZED_BYTES} bytes (nothing buffered) left {growth} \

@@ -16,14 +16,11 @@
 //! asserts that the heap grown above the baseline (client, table and writer
 //! built, no row appended yet) stays within [`HEAP_BUDGET_BYTES`], derived
 //! below from the writer's documented holdings. The tests take turns
-//! ([`serial`]): the counter is process-wide.
+//! ([`counting_heap::serial`]): the counter is process-wide.
 
+mod counting_heap;
 mod support;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicIsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use arrow_array::cast::AsArray;
@@ -31,98 +28,6 @@ use arrow_array::types::Int64Type;
 use fjord_client::row::Datum;
 use fjord_client::{AppendWriter, TablePath, WriterConfig, WriterStats};
 use support::{create_log_table, read_all, Fault, TestServer};
-
-thread_local! {
-    /// Set on the server's threads: their allocations are not counted.
-    /// Const-initialised and without a destructor, so reading it from the
-    /// allocator never allocates and works while the thread exits.
-    static UNCOUNTED: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Bytes allocated and not yet freed by counted threads.
-static LIVE_BYTES: AtomicIsize = AtomicIsize::new(0);
-/// Highest [`LIVE_BYTES`] since the last [`reset_peak`].
-static PEAK_BYTES: AtomicIsize = AtomicIsize::new(0);
-
-fn counted() -> bool {
-    !UNCOUNTED.try_with(Cell::get).unwrap_or(false)
-}
-
-fn grew(bytes: usize) {
-    if counted() {
-        let now = LIVE_BYTES.fetch_add(bytes as isize, Ordering::Relaxed) + bytes as isize;
-        PEAK_BYTES.fetch_max(now, Ordering::Relaxed);
-    }
-}
-
-fn shrank(bytes: usize) {
-    if counted() {
-        LIVE_BYTES.fetch_sub(bytes as isize, Ordering::Relaxed);
-    }
-}
-
-/// The system allocator, counting the live bytes of counted threads.
-struct Counting;
-
-// SAFETY: every call is forwarded to `System` unchanged; only counters are
-// updated besides.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = System.alloc(layout);
-        if !p.is_null() {
-            grew(layout.size());
-        }
-        p
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = System.alloc_zeroed(layout);
-        if !p.is_null() {
-            grew(layout.size());
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout);
-        shrank(layout.size());
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = System.realloc(ptr, layout, new_size);
-        if !p.is_null() {
-            // Both sizes count for a moment, as both blocks exist while a
-            // moving realloc copies: the peak errs on the high side.
-            grew(new_size);
-            shrank(layout.size());
-        }
-        p
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-/// Starts the peak over from the live heap now; returns that baseline.
-fn reset_peak() -> isize {
-    let now = LIVE_BYTES.load(Ordering::Relaxed);
-    PEAK_BYTES.store(now, Ordering::Relaxed);
-    now
-}
-
-/// Runs `f` on this thread without counting what it allocates.
-fn uncounted<T>(f: impl FnOnce() -> T) -> T {
-    UNCOUNTED.with(|u| u.set(true));
-    let out = f();
-    UNCOUNTED.with(|u| u.set(false));
-    out
-}
-
-/// One test at a time: the counter is process-wide.
-fn serial() -> MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 // ---- The writer's configuration -------------------------------------------
 
@@ -233,13 +138,13 @@ struct Observed {
 
 #[test]
 fn a_slow_server_keeps_the_writers_real_heap_within_budget_through_append() {
-    let _turn = serial();
+    let _turn = counting_heap::serial();
     check_heap_against_slow_server(Input::Append, "append");
 }
 
 #[test]
 fn a_slow_server_keeps_the_writers_real_heap_within_budget_through_append_rows() {
-    let _turn = serial();
+    let _turn = counting_heap::serial();
     check_heap_against_slow_server(Input::AppendRows, "append_rows");
 }
 
@@ -248,11 +153,11 @@ fn check_heap_against_slow_server(input: Input, table: &str) {
     // counted; neither is starting the server from this thread.
     let server_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
-        .on_thread_start(|| UNCOUNTED.with(|u| u.set(true)))
+        .on_thread_start(counting_heap::uncounted_thread)
         .enable_all()
         .build()
         .expect("server runtime");
-    let server = uncounted(|| {
+    let server = counting_heap::uncounted(|| {
         server_rt.block_on(TestServer::start_behind_proxy(Fault::DelayAnswers(
             ANSWER_DELAY,
         )))
@@ -263,7 +168,7 @@ fn check_heap_against_slow_server(input: Input, table: &str) {
         .build()
         .expect("client runtime");
     let observed = client_rt.block_on(write_and_read_back(&server, input, table));
-    uncounted(|| server_rt.block_on(server.stop()));
+    counting_heap::uncounted(|| server_rt.block_on(server.stop()));
     drop(client_rt);
     drop(server_rt);
 
@@ -318,7 +223,7 @@ async fn write_and_read_back(server: &TestServer, input: Input, table: &str) -> 
     let mut rows: Vec<[Datum<'_>; 2]> =
         vec![[Datum::BigInt(0), Datum::String(&payload)]; ROWS_PER_CALL];
 
-    let baseline = reset_peak();
+    let baseline = counting_heap::mark();
     match input {
         Input::Append => {
             for id in 0..ROWS {
@@ -334,7 +239,7 @@ async fn write_and_read_back(server: &TestServer, input: Input, table: &str) -> 
         .await
         .expect("flush in time")
         .expect("flush");
-    let peak = PEAK_BYTES.load(Ordering::Relaxed);
+    let peak = counting_heap::peak();
     let stats = writer.stats();
     drop(writer);
 

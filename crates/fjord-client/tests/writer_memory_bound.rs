@@ -2,61 +2,18 @@
 //! (`client.writer.buffer.memory-size`, issue 4: "bounded buffer memory ...
 //! with back-pressure instead of unbounded growth") now that a batch's
 //! buffers are sized for its seal threshold when it opens: the heap the
-//! writer holds for open batches, measured by a counting allocator.
+//! writer holds for open batches, measured by a counting allocator
+//! (`counting_heap`). Its count is process-wide: this binary holds one test,
+//! so no other test's allocations land in it.
 
+mod counting_heap;
 mod support;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use fjord_client::row::Datum;
 use fjord_client::{TablePath, WriterConfig};
 use support::{create_log_table, TestServer};
-
-/// The system allocator, counting the bytes currently allocated. The count
-/// is process-wide: this binary holds one test so no other test's
-/// allocations land in it.
-struct Counting;
-
-static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every call is forwarded to `System` unchanged; only a counter is
-// updated besides.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = System.alloc(layout);
-        if !p.is_null() {
-            LIVE_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
-        }
-        p
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = System.alloc_zeroed(layout);
-        if !p.is_null() {
-            LIVE_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout);
-        LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = System.realloc(ptr, layout, new_size);
-        if !p.is_null() {
-            LIVE_BYTES.fetch_add(new_size, Ordering::Relaxed);
-            LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
-        }
-        p
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
 
 /// Buckets of the table: each takes one row, so each holds an open batch.
 /// Few enough that their reservations (128 KiB each) fit the memory, so no
@@ -93,7 +50,7 @@ async fn open_batches_hold_no_more_heap_than_the_buffer_memory_allows() {
         .expect("flush in time")
         .expect("flush");
 
-    let before = LIVE_BYTES.load(Ordering::Relaxed);
+    let before = counting_heap::live();
     // One row per bucket: an open batch of a few bytes in each.
     for i in 0..i64::from(BUCKETS) {
         writer
@@ -101,7 +58,7 @@ async fn open_batches_hold_no_more_heap_than_the_buffer_memory_allows() {
             .await
             .expect("append");
     }
-    let grown = LIVE_BYTES.load(Ordering::Relaxed).saturating_sub(before);
+    let grown = usize::try_from(counting_heap::live() - before).unwrap_or(0);
     assert_eq!(writer.stats().memory_waits, 0, "no back-pressure");
     assert_eq!(
         writer.stats().batches,
