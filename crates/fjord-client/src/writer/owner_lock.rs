@@ -97,24 +97,36 @@ impl<T> OwnerLock<T> {
         (lock, OwnerKey { lock: id })
     }
 
+    /// The owner's way in: true when it is open (the owner is then inside
+    /// and leaves by clearing `owner_inside`), false when it is shut
+    /// (revoked, or no barrier here) and the owner must take the mutex.
+    #[inline(always)]
+    fn enter_owner_way(&self, key: &OwnerKey) -> bool {
+        debug_assert_eq!(key.lock, self.id, "a key of another lock");
+        if !self.barrier {
+            return false;
+        }
+        self.owner_inside.store(true, Ordering::Relaxed);
+        // The store above stays before the load below in the program; the
+        // hardware may still reorder them, which the other side's
+        // membarrier makes harmless (module docs).
+        compiler_fence(Ordering::SeqCst);
+        if !self.revoked.load(Ordering::Acquire) {
+            return true;
+        }
+        self.owner_inside.store(false, Ordering::Release);
+        false
+    }
+
     /// The lock for the owner: a few plain loads and stores when no one
     /// else holds or wants it, otherwise the mutex.
     #[inline(always)]
     pub(crate) fn lock_owner<'a>(&'a self, key: &'a mut OwnerKey) -> OwnerGuard<'a, T> {
-        debug_assert_eq!(key.lock, self.id, "a key of another lock");
-        if self.barrier {
-            self.owner_inside.store(true, Ordering::Relaxed);
-            // The store above stays before the load below in the program;
-            // the hardware may still reorder them, which the other side's
-            // membarrier makes harmless (module docs).
-            compiler_fence(Ordering::SeqCst);
-            if !self.revoked.load(Ordering::Acquire) {
-                return OwnerGuard {
-                    lock: self,
-                    held: Held::OwnerWay,
-                };
-            }
-            self.owner_inside.store(false, Ordering::Release);
+        if self.enter_owner_way(key) {
+            return OwnerGuard {
+                lock: self,
+                held: Held::OwnerWay,
+            };
         }
         self.owner_by_mutex()
     }
@@ -124,17 +136,11 @@ impl<T> OwnerLock<T> {
     /// store.
     #[inline(always)]
     pub(crate) fn with_owner<R>(&self, key: &mut OwnerKey, f: impl FnOnce(&mut T) -> R) -> R {
-        debug_assert_eq!(key.lock, self.id, "a key of another lock");
-        if self.barrier {
-            self.owner_inside.store(true, Ordering::Relaxed);
-            compiler_fence(Ordering::SeqCst);
-            if !self.revoked.load(Ordering::Acquire) {
-                let _leave = LeaveOnDrop(&self.owner_inside);
-                // SAFETY: inside by the owner's way (module docs); `key`'s
-                // `&mut` keeps every other owner access out.
-                return f(unsafe { &mut *self.value.get() });
-            }
-            self.owner_inside.store(false, Ordering::Release);
+        if self.enter_owner_way(key) {
+            let _leave = LeaveOnDrop(&self.owner_inside);
+            // SAFETY: inside by the owner's way (module docs); `key`'s
+            // `&mut` keeps every other owner access out.
+            return f(unsafe { &mut *self.value.get() });
         }
         f(&mut self.owner_by_mutex())
     }
