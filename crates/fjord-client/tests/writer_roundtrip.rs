@@ -12,7 +12,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{Int64Array, RecordBatch, StringArray};
 use fjord_client::row::Datum;
-use fjord_client::{FlussClient, TableInfo, TablePath, WriterConfig};
+use fjord_client::{AppendWriter, FlussClient, TableInfo, TablePath, WriterConfig};
 use fjord_format::schema::Schema;
 use fjord_format::types::DataType;
 use support::{create_bucketed_table, create_log_table, read_all, read_all_by_bucket, TestServer};
@@ -39,6 +39,31 @@ fn ids(batches: &[RecordBatch]) -> Vec<i64> {
         .collect();
     ids.sort_unstable();
     ids
+}
+
+/// Appends one row per id, one at a time: the id and its name,
+/// `NAMES[id % 4]` (what [`named_rows`] checks).
+async fn append_ids(writer: &mut AppendWriter, ids: std::ops::Range<i64>) {
+    for id in ids {
+        writer
+            .append(&[Datum::BigInt(id), Datum::String(NAMES[id as usize % 4])])
+            .await
+            .expect("append");
+    }
+}
+
+/// Rows of `batches` whose name is the one [`append_ids`] gave their id.
+fn named_rows(batches: &[RecordBatch]) -> usize {
+    batches
+        .iter()
+        .map(|b| {
+            let ids = b.column(0).as_primitive::<Int64Type>();
+            let names = b.column(1).as_string::<i32>();
+            (0..b.num_rows())
+                .filter(|&i| names.value(i) == NAMES[ids.value(i) as usize % 4])
+                .count()
+        })
+        .sum()
 }
 
 async fn table(client: &FlussClient, name: &str, buckets: i32, compression: &str) -> TableInfo {
@@ -74,10 +99,7 @@ async fn rows_and_record_batches_arrive_exactly_once() {
             .append_writer(&table.path, WriterConfig::default())
             .await
             .expect("writer");
-        for id in 0..10_000i64 {
-            let row = [Datum::BigInt(id), Datum::String(NAMES[id as usize % 4])];
-            writer.append(&row).await.expect("append row");
-        }
+        append_ids(&mut writer, 0..10_000).await;
         let schema = writer.arrow_schema().clone();
         let first = writer
             .append_batch(id_batch(&schema, 10_000..11_000))
@@ -97,17 +119,11 @@ async fn rows_and_record_batches_arrive_exactly_once() {
             (0..13_000).collect::<Vec<_>>(),
             "{compression}"
         );
-        let names: usize = batches
-            .iter()
-            .map(|b| {
-                let ids = b.column(0).as_primitive::<Int64Type>();
-                let names = b.column(1).as_string::<i32>();
-                (0..b.num_rows())
-                    .filter(|&i| names.value(i) == NAMES[ids.value(i) as usize % 4])
-                    .count()
-            })
-            .sum();
-        assert_eq!(names, 13_000, "every name matches its id ({compression})");
+        assert_eq!(
+            named_rows(&batches),
+            13_000,
+            "every name matches its id ({compression})"
+        );
     }
     server.stop().await;
 }
@@ -124,12 +140,7 @@ async fn idle_writer_rows_arrive_without_flush_after_the_batch_timeout() {
         )
         .await
         .expect("writer");
-    for id in 0..10i64 {
-        writer
-            .append(&[Datum::BigInt(id), Datum::String("pv")])
-            .await
-            .expect("append");
-    }
+    append_ids(&mut writer, 0..10).await;
     // No flush: only the linger task can send these rows.
     let batches = read_all(&client, &table, 10).await;
     assert_eq!(ids(&batches), (0..10).collect::<Vec<_>>());
@@ -155,12 +166,7 @@ async fn rows_appended_while_the_linger_task_seals_arrive_once_in_order() {
         )
         .await
         .expect("writer");
-    for id in 0..ROWS {
-        writer
-            .append(&[Datum::BigInt(id), Datum::String(NAMES[id as usize % 4])])
-            .await
-            .expect("append");
-    }
+    append_ids(&mut writer, 0..ROWS).await;
     writer.flush().await.expect("flush");
     let sealed = writer.stats().batches;
     assert!(
@@ -169,12 +175,7 @@ async fn rows_appended_while_the_linger_task_seals_arrive_once_in_order() {
     );
     // The linger task came through the race alive: rows of an idle writer
     // still arrive without flush.
-    for id in ROWS..ROWS + 10 {
-        writer
-            .append(&[Datum::BigInt(id), Datum::String(NAMES[id as usize % 4])])
-            .await
-            .expect("append");
-    }
+    append_ids(&mut writer, ROWS..ROWS + 10).await;
     let batches = read_all(&client, &table, ROWS as usize + 10).await;
     let read: Vec<i64> = batches
         .iter()
@@ -185,11 +186,7 @@ async fn rows_appended_while_the_linger_task_seals_arrive_once_in_order() {
         (0..ROWS + 10).collect::<Vec<_>>(),
         "once and in order"
     );
-    for b in &batches {
-        let ids = b.column(0).as_primitive::<Int64Type>();
-        let names = b.column(1).as_string::<i32>();
-        assert!((0..b.num_rows()).all(|i| names.value(i) == NAMES[ids.value(i) as usize % 4]));
-    }
+    assert_eq!(named_rows(&batches), read.len(), "whole rows");
     writer.close().await.expect("close");
     server.stop().await;
 }
@@ -340,12 +337,7 @@ async fn a_record_batch_for_a_hashed_table_is_split_into_the_buckets_its_rows_ha
         .append_writer(&by_rows, WriterConfig::default())
         .await
         .expect("writer");
-    for id in 0..2_000i64 {
-        row_writer
-            .append(&[Datum::BigInt(id), Datum::String(NAMES[id as usize % 4])])
-            .await
-            .expect("append");
-    }
+    append_ids(&mut row_writer, 0..2_000).await;
     row_writer.flush().await.expect("flush");
     let mut batch_writer = client
         .append_writer(&by_batch, WriterConfig::default())
