@@ -5,11 +5,10 @@
 //! The accumulator lives behind one lock shared by the caller's
 //! [`super::AppendWriter`] and the linger task, because the batch timeout
 //! must fire while the caller is idle. The lock is biased toward the writer
-//! (`owner_lock.rs`): its way in and out is plain loads and stores,
-//! where an uncontended mutex's two locked instructions cost about 5 ns of
-//! a row (docs/bench-notes/client.md, "Eighth pass" and "Ninth pass"); the
-//! linger task, once per `batch-timeout`, pays a process-wide barrier
-//! instead.
+//! (`owner_lock.rs`): its way in and out is plain loads and stores, where
+//! an uncontended mutex's two locked instructions cost about 6 ns of a
+//! typed row (docs/BENCHMARKS.md, the ninth session's A/B); the linger
+//! task, once per `batch-timeout`, pays a process-wide barrier instead.
 //! Nothing here allocates per row: the builders are created once per
 //! bucket and reused after every seal.
 

@@ -25,7 +25,8 @@
 //! the owner's way, plain loads and stores with no locked instruction (the
 //! accumulator is shared with the linger task, which needs it to seal idle
 //! batches and pays a process-wide barrier to take it), one bucket
-//! assignment, one builder append and two integer compares. `append_rows` pays that once per run of up to 256 rows (for
+//! assignment, one builder append and two integer compares.
+//! `append_rows` pays that once per run of up to 256 rows (for
 //! a non-partitioned table with the sticky assigner) and reads the run
 //! column by column. The clock, the learned compression ratio and the shared
 //! failure flag are read once per batch, when a row opens one. Everything
@@ -857,8 +858,9 @@ where
     type Output = Result<()>;
 
     // Always inlined into the caller's loop: left to the compiler, rows of
-    // `[Datum; N]` got it as a call, 2.3 ns of a 23.6 ns row on the
-    // caller's thread (docs/bench-notes/client.md, "Ninth pass").
+    // `[Datum; N]` got it as a call, 478 instead of 443 instructions a row
+    // on the caller's thread (`scripts/callgrind-caller.sh`, 300 k rows;
+    // docs/bench-notes/client.md, "Ninth pass").
     #[inline(always)]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         let this = &mut *self;
