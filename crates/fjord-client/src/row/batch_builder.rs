@@ -1084,16 +1084,25 @@ impl RowBatchBuilder {
                 self.columns.len()
             )));
         }
-        let written = {
+        let WrittenFields {
+            count,
+            var_bytes,
+            refused,
+        } = {
             let mut fields = FieldWriter::new(&mut self.columns, self.rows);
             row.write_fields(&mut fields);
             fields.finish()
         };
-        if written.refused.is_some() || written.count != self.columns.len() {
+        if refused.is_some() || count != self.columns.len() {
+            let written = WrittenFields {
+                count,
+                var_bytes,
+                refused,
+            };
             return Err(self.refused_row(row, written));
         }
         self.rows += 1;
-        self.bytes += self.row_fixed_bytes + written.var_bytes;
+        self.bytes += self.row_fixed_bytes + var_bytes;
         Ok(())
     }
 
