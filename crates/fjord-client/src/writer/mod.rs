@@ -187,17 +187,15 @@ impl Drop for AccumulatorGuard<'_> {
     }
 }
 
-/// The accumulator for one call of [`Shared::with_owner`]: drops what a
-/// row that panicked part way left in the open batches, as
+/// The accumulator for one call of [`Shared::with_owner`], which forgets
+/// it when the call returns: dropped only while a panic unwinds, it drops
+/// what a row that panicked part way left in the open batches, as
 /// [`AccumulatorGuard`] does.
 struct RepairOnPanic<'a>(&'a mut Accumulator);
 
 impl Drop for RepairOnPanic<'_> {
-    #[inline(always)]
     fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.drop_partial_rows();
-        }
+        self.0.drop_partial_rows();
     }
 }
 
@@ -239,9 +237,13 @@ impl Shared {
     #[inline(always)]
     fn with_owner<R>(&self, key: &mut OwnerKey, f: impl FnOnce(&mut Accumulator) -> R) -> R {
         self.acc.with_owner(key, |acc| {
-            // Dropped after `f`, repairing before the lock is left.
+            // Dropped only if `f` unwinds, repairing before the lock is
+            // left; forgotten when `f` returns, so a row that does not
+            // panic pays nothing for it (not even a look at the panic count).
             let repair = RepairOnPanic(acc);
-            f(&mut *repair.0)
+            let out = f(&mut *repair.0);
+            std::mem::forget(repair);
+            out
         })
     }
 
@@ -526,7 +528,7 @@ impl AppendWriter {
             return Ok(AppendNow::Wait(None));
         };
         let shared = &*self.shared;
-        let appended = shared.with_owner(&mut self.owner, |acc| {
+        let appended = shared.with_owner(&mut self.owner, move |acc| {
             acc.append_row(partition, row, shared)
         });
         Ok(match appended? {
