@@ -108,6 +108,34 @@ fn extend_short(buffer: &mut MutableBuffer, bytes: &[u8]) {
     }
 }
 
+/// Appends one fixed-width value to `buffer`: `MutableBuffer::push`
+/// without its overflow check on the length, which cannot overflow (a
+/// length is at most the capacity, an allocation's size, below
+/// `isize::MAX`). Two instructions a value fewer on the row path, where
+/// every fixed-width value and every STRING/BYTES offset goes through it.
+#[inline(always)]
+fn push_native<T: ArrowNativeType>(buffer: &mut MutableBuffer, value: T) {
+    let at = buffer.len();
+    let end = at + std::mem::size_of::<T>();
+    if end > buffer.capacity() {
+        grow_for(buffer, std::mem::size_of::<T>());
+    }
+    // SAFETY: `buffer` has room for `end` bytes (checked or just grown),
+    // `write_unaligned` needs no alignment, and `set_len` covers exactly
+    // the bytes written.
+    unsafe {
+        std::ptr::write_unaligned(buffer.as_mut_ptr().add(at).cast::<T>(), value);
+        buffer.set_len(end);
+    }
+}
+
+/// [`push_native`]'s growth, out of the row path (once per doubling).
+#[cold]
+#[inline(never)]
+fn grow_for(buffer: &mut MutableBuffer, additional: usize) {
+    buffer.reserve(additional);
+}
+
 /// How one column stores its values: the Arrow physical layout and the datum
 /// conversion, decided once from the column's Arrow type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -427,12 +455,12 @@ impl Column {
                 return Ok(());
             }
             Datum::Boolean(v) if kind == K::Boolean => self.bits.append(v),
-            Datum::TinyInt(v) if kind == K::Int8 => self.values.push(v),
-            Datum::SmallInt(v) if kind == K::Int16 => self.values.push(v),
-            Datum::Int(v) if kind == K::Int32 => self.values.push(v),
-            Datum::BigInt(v) if kind == K::Int64 => self.values.push(v),
-            Datum::Float(v) if kind == K::Float32 => self.values.push(v),
-            Datum::Double(v) if kind == K::Float64 => self.values.push(v),
+            Datum::TinyInt(v) if kind == K::Int8 => push_native(&mut self.values, v),
+            Datum::SmallInt(v) if kind == K::Int16 => push_native(&mut self.values, v),
+            Datum::Int(v) if kind == K::Int32 => push_native(&mut self.values, v),
+            Datum::BigInt(v) if kind == K::Int64 => push_native(&mut self.values, v),
+            Datum::Float(v) if kind == K::Float32 => push_native(&mut self.values, v),
+            Datum::Double(v) if kind == K::Float64 => push_native(&mut self.values, v),
             Datum::String(v) if kind == K::Utf8 => *var_bytes += self.push_var(v.as_bytes())?,
             Datum::Binary(v) => match kind {
                 K::Binary => *var_bytes += self.push_var(v)?,
@@ -451,15 +479,19 @@ impl Column {
                 if v <= -bound || v >= bound {
                     return Err(Refusal::OutOfRange(Unfit::DecimalDigits));
                 }
-                self.values.push(v);
+                push_native(&mut self.values, v);
             }
-            Datum::Date(v) if kind == K::Date32 => self.values.push(v),
+            Datum::Date(v) if kind == K::Date32 => push_native(&mut self.values, v),
             // Fluss's writers truncate a finer value to the column's unit.
             Datum::Time(ms) => match kind {
-                K::Time32Second => self.values.push(time_of_day(ms)? / 1_000),
-                K::Time32Milli => self.values.push(time_of_day(ms)?),
-                K::Time64Micro => self.values.push(i64::from(time_of_day(ms)?) * 1_000),
-                K::Time64Nano => self.values.push(i64::from(time_of_day(ms)?) * 1_000_000),
+                K::Time32Second => push_native(&mut self.values, time_of_day(ms)? / 1_000),
+                K::Time32Milli => push_native(&mut self.values, time_of_day(ms)?),
+                K::Time64Micro => {
+                    push_native(&mut self.values, i64::from(time_of_day(ms)?) * 1_000)
+                }
+                K::Time64Nano => {
+                    push_native(&mut self.values, i64::from(time_of_day(ms)?) * 1_000_000)
+                }
                 _ => return Err(Refusal::Mismatch),
             },
             Datum::Timestamp(t) => match kind {
@@ -479,7 +511,7 @@ impl Column {
     fn push_timestamp(&mut self, t: Timestamp, unit: TimeUnit) -> std::result::Result<(), Refusal> {
         let value =
             timestamp_in_unit(t, unit).ok_or(Refusal::OutOfRange(Unfit::TimestampOverflow))?;
-        self.values.push(value);
+        push_native(&mut self.values, value);
         Ok(())
     }
 
@@ -503,7 +535,7 @@ impl Column {
         }
         extend_short(&mut self.values, bytes);
         // Lossless: `end` was just checked against i32::MAX.
-        self.offsets.push(end as i32);
+        push_native(&mut self.offsets, end as i32);
         Ok(bytes.len())
     }
 
