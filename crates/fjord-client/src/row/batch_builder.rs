@@ -1033,11 +1033,16 @@ pub struct RowBatchBuilder {
     schema: SchemaRef,
     columns: Vec<Column>,
     rows: usize,
-    /// Bytes of values, offsets and var-width data so far (bitmaps are added
-    /// in `estimated_bytes`).
-    bytes: usize,
+    /// [`RowBatchBuilder::estimated_bytes`] in bits: 8 per byte of values,
+    /// offsets and var-width data so far, plus 1 per bitmap slot. Kept in
+    /// bits so that a row adds a sum and the estimate is one rounding,
+    /// with no per-row multiply for the bitmaps.
+    bits: usize,
     /// Fixed bytes every row adds: value widths and offsets.
     row_fixed_bytes: usize,
+    /// Bits every row adds to `bits` whatever its values: its fixed bytes'
+    /// and one per bitmap column.
+    row_fixed_bits: usize,
     /// Columns with a bitmap (BOOLEAN values, nullable validity): each adds
     /// one bit per row.
     bitmap_columns: usize,
@@ -1080,8 +1085,9 @@ impl RowBatchBuilder {
             schema,
             columns,
             rows: 0,
-            bytes: 0,
+            bits: 0,
             row_fixed_bytes,
+            row_fixed_bits: row_fixed_bytes * 8 + bitmap_columns,
             bitmap_columns,
             var_positions,
             last_rows: INITIAL_ROWS,
@@ -1134,7 +1140,7 @@ impl RowBatchBuilder {
             return Err(self.refused_row(row, written));
         }
         self.rows += 1;
-        self.bytes += self.row_fixed_bytes + var_bytes;
+        self.bits += self.row_fixed_bits + var_bytes * 8;
         Ok(())
     }
 
@@ -1222,7 +1228,7 @@ impl RowBatchBuilder {
         }
         run.keep();
         self.rows += rows.len();
-        self.bytes += self.row_fixed_bytes * rows.len() + var_bytes;
+        self.bits += self.row_fixed_bits * rows.len() + var_bytes * 8;
         Ok(())
     }
 
@@ -1242,29 +1248,28 @@ impl RowBatchBuilder {
         hard_limit: usize,
     ) -> RunLength {
         let width = self.columns.len();
-        let mut bytes = self.bytes;
+        let mut bits = self.bits;
         for (n, row) in rows.iter().enumerate() {
-            let rows_after = self.rows + n + 1;
-            let mut row_bytes = self.row_fixed_bytes;
+            let mut row_bits = self.row_fixed_bits;
             if row.field_count() == width {
                 for &pos in &self.var_positions {
-                    row_bytes += match row.datum(pos) {
-                        Datum::String(v) => v.len(),
-                        Datum::Binary(v) => v.len(),
+                    row_bits += match row.datum(pos) {
+                        Datum::String(v) => v.len() * 8,
+                        Datum::Binary(v) => v.len() * 8,
                         _ => 0,
                     };
                 }
             }
-            let after = bytes + row_bytes + (rows_after * self.bitmap_columns).div_ceil(8);
+            let after = (bits + row_bits).div_ceil(8);
             if after > hard_limit {
-                let empty = rows_after == 1;
+                let empty = self.rows + n == 0;
                 return RunLength {
                     rows: n,
                     seal: !empty,
                     too_large: empty.then_some(after),
                 };
             }
-            bytes += row_bytes;
+            bits += row_bits;
             if after >= seal_at {
                 return RunLength {
                     rows: n + 1,
@@ -1304,7 +1309,7 @@ impl RowBatchBuilder {
         truncate_columns(&mut self.columns, rows);
         self.rows = rows;
         // Recounted from the buffers: what `append` added row by row.
-        self.bytes = self
+        let bytes: usize = self
             .columns
             .iter()
             .map(|c| match c.kind {
@@ -1313,6 +1318,7 @@ impl RowBatchBuilder {
                 _ => c.values.len(),
             })
             .sum();
+        self.bits = bytes * 8 + rows * self.bitmap_columns;
     }
 
     /// Bytes one row is expected to add to [`RowBatchBuilder::estimated_bytes`]:
@@ -1358,7 +1364,7 @@ impl RowBatchBuilder {
     /// Uncompressed Arrow bytes of the rows so far (values, offsets, data
     /// and bitmaps; not the IPC framing), kept as rows are appended: O(1).
     pub fn estimated_bytes(&self) -> usize {
-        self.bytes + (self.rows * self.bitmap_columns).div_ceil(8)
+        self.bits.div_ceil(8)
     }
 
     /// Bytes the builder's buffers hold allocated, whether filled or not
@@ -1460,7 +1466,7 @@ impl RowBatchBuilder {
         self.last_rows = rows;
         self.last_bytes = self.estimated_bytes();
         self.rows = 0;
-        self.bytes = 0;
+        self.bits = 0;
         let options = RecordBatchOptions::new().with_row_count(Some(rows));
         RecordBatch::try_new_with_options(self.schema.clone(), arrays, &options)
             .map_err(|e| ClientError::Invalid(format!("finishing a batch of rows: {e}")))
