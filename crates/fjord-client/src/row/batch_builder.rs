@@ -118,22 +118,23 @@ fn push_native<T: ArrowNativeType>(buffer: &mut MutableBuffer, value: T) {
     let at = buffer.len();
     let end = at + std::mem::size_of::<T>();
     if end > buffer.capacity() {
-        grow_for(buffer, std::mem::size_of::<T>());
+        return push_growing(buffer, value);
     }
-    // SAFETY: `buffer` has room for `end` bytes (checked or just grown),
-    // `write_unaligned` needs no alignment, and `set_len` covers exactly
-    // the bytes written.
+    // SAFETY: `buffer` has room for `end` bytes (just checked, which also
+    // lets the compiler drop `set_len`'s own check), `write_unaligned`
+    // needs no alignment, and `set_len` covers exactly the bytes written.
     unsafe {
         std::ptr::write_unaligned(buffer.as_mut_ptr().add(at).cast::<T>(), value);
         buffer.set_len(end);
     }
 }
 
-/// [`push_native`]'s growth, out of the row path (once per doubling).
+/// [`push_native`] when the buffer must grow: out of the row path (once
+/// per doubling).
 #[cold]
 #[inline(never)]
-fn grow_for(buffer: &mut MutableBuffer, additional: usize) {
-    buffer.reserve(additional);
+fn push_growing<T: ArrowNativeType>(buffer: &mut MutableBuffer, value: T) {
+    buffer.push(value);
 }
 
 /// How one column stores its values: the Arrow physical layout and the datum
