@@ -97,15 +97,27 @@ const SHORT_VALUE_MAX: usize = 16;
 /// ([`copy_short`]).
 #[inline(always)]
 fn extend_short(buffer: &mut MutableBuffer, bytes: &[u8]) {
-    buffer.reserve(bytes.len());
     let at = buffer.len();
-    // SAFETY: `reserve` made room for `bytes.len()` more bytes after `at`;
-    // `buffer` is borrowed exclusively, so `bytes` cannot lie in it; and
-    // `set_len` covers exactly the bytes `copy_short` wrote.
+    // No overflow: both are below `isize::MAX` (see `push_native`).
+    let end = at + bytes.len();
+    if end > buffer.capacity() {
+        return extend_growing(buffer, bytes);
+    }
+    // SAFETY: there is room for `bytes.len()` more bytes after `at` (just
+    // checked, as in `push_native`); `buffer` is borrowed exclusively, so
+    // `bytes` cannot lie in it; and `set_len` covers exactly the bytes
+    // `copy_short` wrote.
     unsafe {
         copy_short(buffer.as_mut_ptr().add(at), bytes);
-        buffer.set_len(at + bytes.len());
+        buffer.set_len(end);
     }
+}
+
+/// [`extend_short`] when the buffer must grow, out of the row path.
+#[cold]
+#[inline(never)]
+fn extend_growing(buffer: &mut MutableBuffer, bytes: &[u8]) {
+    buffer.extend_from_slice(bytes);
 }
 
 /// Appends one fixed-width value to `buffer`: `MutableBuffer::push`
