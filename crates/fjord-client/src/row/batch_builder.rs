@@ -456,12 +456,12 @@ impl Column {
     #[inline(always)]
     fn append(
         &mut self,
-        datum: Datum<'_>,
+        datum: &Datum<'_>,
         row: usize,
         var_bytes: &mut usize,
     ) -> std::result::Result<(), Refusal> {
         use ColumnKind as K;
-        match datum {
+        match *datum {
             Datum::Null => {
                 if !self.nullable {
                     return Err(Refusal::Null);
@@ -628,7 +628,7 @@ impl Column {
             _ => {
                 let mut var_bytes = 0;
                 for (i, row) in rows.iter().enumerate() {
-                    self.append(row.datum(pos), base + i, &mut var_bytes)
+                    self.append(&row.datum(pos), base + i, &mut var_bytes)
                         .map_err(|r| (i, r))?;
                 }
                 Ok(var_bytes)

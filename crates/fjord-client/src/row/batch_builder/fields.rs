@@ -80,6 +80,13 @@ impl<'a> FieldWriter<'a> {
     /// [`RowBatchBuilder::append`](super::RowBatchBuilder::append) documents.
     #[inline(always)]
     pub fn datum(&mut self, datum: Datum<'_>) {
+        self.datum_ref(&datum)
+    }
+
+    /// [`FieldWriter::datum`] for a datum the row holds: read where the
+    /// column's kind needs it, not copied out whole first.
+    #[inline(always)]
+    pub fn datum_ref(&mut self, datum: &Datum<'_>) {
         let pos = self.next;
         self.next += 1;
         // A field past the last column is counted, not written: the builder

@@ -54,7 +54,7 @@ pub(super) fn all_types() -> Vec<(&'static str, DataType)> {
     ]
 }
 
-fn all_values_row<'a>(text: &'a str, bytes: &'a [u8]) -> Vec<Datum<'a>> {
+pub(super) fn all_values_row<'a>(text: &'a str, bytes: &'a [u8]) -> Vec<Datum<'a>> {
     let ts = Timestamp::new(1_700_000_000_123, 456_789).unwrap();
     vec![
         Datum::Boolean(true),

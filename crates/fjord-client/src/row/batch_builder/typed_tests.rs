@@ -1,8 +1,9 @@
 //! Tests of rows written through [`FieldWriter`]'s typed methods: the same
 //! columns as their datums, and the same refusals and rollback.
 
-use super::tests::{all_types, builder};
+use super::tests::{all_types, all_values_row, builder};
 use super::*;
+use crate::row::GenericRow;
 
 /// A row type of its own with a field per column of [`all_types`], written
 /// with the typed methods; `datum` reads the same values.
@@ -245,4 +246,100 @@ fn a_row_type_that_panics_part_way_leaves_no_torn_row_behind() {
     let batch = builder.finish().unwrap();
     assert_eq!(column_values(&batch, 0), [Some(1), Some(5), Some(2)]);
     assert_eq!(column_values(&batch, 1), [Some(10), Some(50), Some(20)]);
+}
+
+/// Datums read one by one through `datum(pos)` only: the default
+/// `write_fields`, which the rows that hold datums override.
+struct ByDatum<'r, 'a>(&'r [Datum<'a>]);
+
+impl InternalRow for ByDatum<'_, '_> {
+    fn field_count(&self) -> usize {
+        self.0.len()
+    }
+
+    fn datum(&self, pos: usize) -> Datum<'_> {
+        self.0[pos]
+    }
+}
+
+#[test]
+fn rows_holding_datums_write_what_their_datums_read() {
+    let text = String::from("héllo");
+    let bytes = vec![0u8, 255, 7];
+    let values = all_values_row(&text, &bytes);
+    let nulls = vec![Datum::Null; values.len()];
+    let array: [Datum<'_>; 23] = values.clone().try_into().unwrap();
+    let generic = GenericRow::from_values(values.clone());
+
+    let mut expected = builder(&all_types());
+    for row in [&values, &nulls] {
+        expected.append(&ByDatum(row)).unwrap();
+    }
+    let expected = expected.finish().unwrap();
+
+    let mut each = [
+        builder(&all_types()),
+        builder(&all_types()),
+        builder(&all_types()),
+        builder(&all_types()),
+        builder(&all_types()),
+    ];
+    let nulls_generic = GenericRow::from_values(nulls.clone());
+    each[0].append(&array).unwrap();
+    each[1].append(&values[..]).unwrap();
+    each[2].append(&values).unwrap();
+    each[3].append(&generic).unwrap();
+    each[4].append(&&generic).unwrap();
+    each[0].append(&[Datum::Null; 23]).unwrap();
+    each[1].append(&nulls[..]).unwrap();
+    each[2].append(&nulls).unwrap();
+    each[3].append(&nulls_generic).unwrap();
+    each[4].append(&&nulls_generic).unwrap();
+    for (i, builder) in each.iter_mut().enumerate() {
+        assert_eq!(builder.finish().unwrap(), expected, "holder {i}");
+    }
+}
+
+#[test]
+fn rows_holding_datums_refuse_a_wrong_datum_as_reading_them_one_by_one_does() {
+    let text = String::from("x");
+    let bytes = vec![1u8];
+    let mut values = all_values_row(&text, &bytes);
+    values[12] = Datum::Int(5);
+    let mut by_datum = builder(&all_types());
+    let expected = by_datum.append(&ByDatum(&values)).unwrap_err().to_string();
+    let mut held = builder(&all_types());
+    let error = held.append(&values[..]).unwrap_err().to_string();
+    assert_eq!(error, expected);
+    assert!(error.contains("date"), "{error}");
+    assert!(held.is_empty());
+}
+
+/// A row whose `write_fields` writes other values than its `datum` reads
+/// (which the trait forbids), to tell which of the two a writer used.
+struct WritesOther;
+
+impl InternalRow for WritesOther {
+    fn field_count(&self) -> usize {
+        2
+    }
+
+    fn datum(&self, _pos: usize) -> Datum<'_> {
+        Datum::BigInt(1)
+    }
+
+    fn write_fields(&self, fields: &mut FieldWriter<'_>) {
+        fields.bigint(2);
+        fields.bigint(2);
+    }
+}
+
+#[test]
+fn a_reference_to_a_row_writes_as_the_row_does() {
+    let mut builder = two_bigints();
+    builder.append(&WritesOther).unwrap();
+    builder.append(&&WritesOther).unwrap();
+    builder.append(&&&WritesOther).unwrap();
+    let batch = builder.finish().unwrap();
+    assert_eq!(column_values(&batch, 0), vec![Some(2); 3]);
 }
