@@ -21,20 +21,20 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::io::IoSlice;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use fjord_proto::chunks::{advance, next_slices, IOV_MAX_CHUNKS};
+use fjord_proto::chunks::poll_write_all_chunks;
 use fjord_proto::messages as pb;
 use fjord_proto::{
     encode_produce_log_request_chunks, encode_request, ApiError, ApiKey, ErrorCode, FrameDecoder,
     RequestHeader, ResponseFrame,
 };
 use prost::Message;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
@@ -554,26 +554,6 @@ impl Drop for PartialFrameGuard<'_> {
     }
 }
 
-/// Writes every chunk, in order, with vectored writes.
-async fn write_all_chunks(
-    socket: &mut OwnedWriteHalf,
-    chunks: &mut [Bytes],
-) -> std::io::Result<()> {
-    let mut first = 0;
-    loop {
-        let mut slices = [IoSlice::new(&[]); IOV_MAX_CHUNKS];
-        let count = next_slices(chunks, &mut first, &mut slices);
-        if count == 0 {
-            return Ok(());
-        }
-        let written = socket.write_vectored(&slices[..count]).await?;
-        if written == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
-        }
-        advance(chunks, &mut first, written);
-    }
-}
-
 /// Reads response frames until the socket closes or a frame is malformed;
 /// returns why the connection ended.
 async fn read_responses(socket: &mut tokio::net::tcp::OwnedReadHalf, inner: &Inner) -> ApiError {
@@ -608,4 +588,19 @@ async fn read_responses(socket: &mut tokio::net::tcp::OwnedReadHalf, inner: &Inn
             }
         }
     }
+}
+
+/// Writes every chunk, in order, with vectored writes
+/// ([`poll_write_all_chunks`]).
+async fn write_all_chunks(
+    socket: &mut OwnedWriteHalf,
+    chunks: &mut [Bytes],
+) -> std::io::Result<()> {
+    let mut first = 0;
+    std::future::poll_fn(|cx| {
+        poll_write_all_chunks(cx, chunks, &mut first, |cx, slices| {
+            Pin::new(&mut *socket).poll_write_vectored(cx, slices)
+        })
+    })
+    .await
 }

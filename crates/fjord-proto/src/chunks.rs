@@ -5,7 +5,8 @@
 //! caller; this is the bookkeeping both the server's and the client's
 //! writers share.
 
-use std::io::IoSlice;
+use std::io::{self, IoSlice};
+use std::task::{Context, Poll};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
@@ -79,6 +80,42 @@ pub fn advance(chunks: &mut [Bytes], first: &mut usize, mut written: usize) {
             chunks[*first].advance(written);
             written = 0;
         }
+    }
+}
+
+/// Writes every chunk, in order, through `poll_write_vectored` (the
+/// caller's socket; this crate does no I/O of its own), which is handed at
+/// most [`IOV_MAX_CHUNKS`] slices a call and returns how many bytes it
+/// took. Resumes inside a partly written chunk and skips empty ones; a
+/// write that takes nothing is the socket refusing more (`WriteZero`),
+/// never a loop. `first` is the write's progress, 0 to start, kept by the
+/// caller from poll to poll (e.g. in the `poll_fn` closure). The client's
+/// request writer and the server's response writer both go through it.
+///
+/// A poll function rather than an `async fn` over an async closure: the
+/// future of such a closure does not prove itself `Send` to today's
+/// compiler (it borrows the slices for any lifetime), and both writers run
+/// on spawned tasks.
+pub fn poll_write_all_chunks(
+    cx: &mut Context<'_>,
+    chunks: &mut [Bytes],
+    first: &mut usize,
+    mut poll_write_vectored: impl FnMut(&mut Context<'_>, &[IoSlice<'_>]) -> Poll<io::Result<usize>>,
+) -> Poll<io::Result<()>> {
+    loop {
+        let mut slices = [IoSlice::new(&[]); IOV_MAX_CHUNKS];
+        let count = next_slices(chunks, first, &mut slices);
+        if count == 0 {
+            return Poll::Ready(Ok(()));
+        }
+        let written = match poll_write_vectored(cx, &slices[..count]) {
+            Poll::Ready(result) => result?,
+            Poll::Pending => return Poll::Pending,
+        };
+        if written == 0 {
+            return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+        }
+        advance(chunks, first, written);
     }
 }
 

@@ -17,8 +17,8 @@
 //! their own and the reader asks the kernel (`SO_RCVLOWAT`) to wake it once a
 //! frame's missing bytes arrived, not once per segment.
 
-use std::io::IoSlice;
 use std::os::fd::AsRawFd;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,14 +27,14 @@ use fjord_proto::{
     decode_request, encode_error_response, encode_fetch_log_response_chunks, ApiError, ApiKey,
     ErrorCode, FrameDecoder, RequestFrame, Response,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
-use fjord_proto::chunks::{advance, next_slices, IOV_MAX_CHUNKS};
+use fjord_proto::chunks::poll_write_all_chunks;
 use fjord_proto::frame::LENGTH_FIELD_BYTES;
 
 use crate::api;
@@ -469,24 +469,19 @@ async fn write_loop(mut writer: OwnedWriteHalf, mut rx: mpsc::Receiver<Outgoing>
     let _ = writer.shutdown().await;
 }
 
-/// Writes every chunk, in order, with vectored writes.
+/// Writes every chunk, in order, with vectored writes
+/// ([`poll_write_all_chunks`]).
 async fn write_all_chunks(
     writer: &mut OwnedWriteHalf,
     chunks: &mut [Bytes],
 ) -> std::io::Result<()> {
     let mut first = 0;
-    loop {
-        let mut slices = [IoSlice::new(&[]); IOV_MAX_CHUNKS];
-        let count = next_slices(chunks, &mut first, &mut slices);
-        if count == 0 {
-            return Ok(());
-        }
-        let written = writer.write_vectored(&slices[..count]).await?;
-        if written == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
-        }
-        advance(chunks, &mut first, written);
-    }
+    std::future::poll_fn(|cx| {
+        poll_write_all_chunks(cx, chunks, &mut first, |cx, slices| {
+            Pin::new(&mut *writer).poll_write_vectored(cx, slices)
+        })
+    })
+    .await
 }
 
 #[cfg(test)]
