@@ -1382,7 +1382,11 @@ impl RowBatchBuilder {
     /// Uncompressed Arrow bytes of the rows so far (values, offsets, data
     /// and bitmaps; not the IPC framing), kept as rows are appended: O(1).
     pub fn estimated_bytes(&self) -> usize {
-        self.bits.div_ceil(8)
+        // An add and a shift rather than `div_ceil`, which compiles to a
+        // remainder test as well (3 instructions a row more): `bits` is at
+        // most 8 x the buffers' bytes plus a bit a row per column, far
+        // from overflowing.
+        (self.bits + 7) >> 3
     }
 
     /// Bytes the builder's buffers hold allocated, whether filled or not
