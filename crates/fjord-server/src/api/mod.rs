@@ -22,6 +22,7 @@ use crate::node::Node;
 use crate::replica::{Replica, TableBucket};
 
 mod api_versions;
+mod append_lane;
 mod create_database;
 mod create_table;
 mod database_exists;
@@ -41,7 +42,7 @@ mod partitions;
 mod produce_log;
 mod table_exists;
 
-pub use produce_log::{AppendLane, AppendTurn};
+pub use append_lane::{AppendLane, AppendTurn};
 
 /// Runs `request` against `node` and returns its response or the error to
 /// answer with.

@@ -6,12 +6,10 @@
 //! the storage engine reports them durable under its flush policy (group
 //! commit: the buckets of one request share the wait). The appends of a
 //! connection's requests run in arrival order in one blocking-pool job that
-//! drains the connection's [`AppendLane`]; the durability waits of a request
+//! drains the connection's [`AppendLane`](super::AppendLane); the durability waits of a request
 //! run in one blocking-pool job of their own.
 
-use std::collections::VecDeque;
-use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -22,6 +20,7 @@ use tracing::error;
 use fjord_format::log_batch::{self, LogBatchError};
 use fjord_proto::messages as pb;
 
+use super::append_lane::{AppendJob, AppendTurn};
 use crate::error::{ApiError, ErrorCode};
 use crate::meta::catalog::TableInfo;
 use crate::metrics::Metrics;
@@ -111,159 +110,6 @@ fn bucket_error(
         error_message: Some(e.message().to_owned()),
         base_offset: None,
         original_partition_name: None,
-    }
-}
-
-/// A connection's lane of appends: the ProduceLog requests of one
-/// connection append in the order they arrived.
-///
-/// Requests of one connection run concurrently (a slow fsync or long-poll
-/// must not hold up the next request), but a client pipelining several
-/// batches of one bucket relies on them being appended in the order it sent
-/// them: an idempotent writer's batch sequences are checked in that order,
-/// and a reordering would be refused as out of order and retried. So the
-/// reader takes an [`AppendTurn`] per ProduceLog as it arrives; each request
-/// hands its appends to its turn once its headers are checked, and one
-/// blocking-pool job drains the lane in turn order, appending request after
-/// request with no hand-off between them while work is queued. A turn
-/// dropped without appends (an early error) is skipped, so it never stalls
-/// the connection.
-#[derive(Clone, Default)]
-pub struct AppendLane {
-    state: Arc<Mutex<LaneState>>,
-}
-
-#[derive(Default)]
-struct LaneState {
-    /// Turn number of `slots[0]`.
-    head: u64,
-    /// Turn number the next ticket gets.
-    next: u64,
-    /// Turns not yet drained, in arrival order.
-    slots: VecDeque<Slot>,
-    /// Whether a drain job is running (at most one per lane).
-    draining: bool,
-}
-
-enum Slot {
-    /// The request has not handed over its appends yet.
-    Waiting,
-    /// Appends to make, and where to report their outcomes.
-    Ready(AppendJob),
-    /// The request ended without appending.
-    Skipped,
-}
-
-/// One request's appends and the channel its outcomes go back on.
-struct AppendJob {
-    appends: Vec<Append>,
-    reply: oneshot::Sender<Vec<(Append, Result<AppendInfo, ApiError>)>>,
-}
-
-impl AppendLane {
-    /// The next turn, in arrival order. Must be taken by the connection's
-    /// reader as the request arrives.
-    pub fn turn(&self) -> AppendTurn {
-        let mut state = lock_lane(&self.state);
-        let seq = state.next;
-        state.next += 1;
-        state.slots.push_back(Slot::Waiting);
-        AppendTurn {
-            lane: self.clone(),
-            seq,
-            filled: false,
-        }
-    }
-
-    /// Puts `slot` in turn `seq`'s place; starts a drain job if none runs
-    /// and the first turn is ready.
-    fn fill(&self, seq: u64, slot: Slot) {
-        let start = {
-            let mut state = lock_lane(&self.state);
-            let Some(index) = seq
-                .checked_sub(state.head)
-                .and_then(|i| usize::try_from(i).ok())
-            else {
-                return;
-            };
-            if let Some(place) = state.slots.get_mut(index) {
-                *place = slot;
-            }
-            let first_ready = !matches!(state.slots.front(), None | Some(Slot::Waiting));
-            let start = first_ready && !state.draining;
-            if start {
-                state.draining = true;
-            }
-            start
-        };
-        if start {
-            let lane = self.clone();
-            match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => {
-                    runtime.spawn_blocking(move || lane.drain());
-                }
-                // No runtime (a turn dropped during shutdown): drain here.
-                Err(_) => lane.drain(),
-            }
-        }
-    }
-
-    /// Appends turn after turn until the lane is empty or its first turn
-    /// is still waiting for its request.
-    fn drain(&self) {
-        loop {
-            let slot = {
-                let mut state = lock_lane(&self.state);
-                if matches!(state.slots.front(), None | Some(Slot::Waiting)) {
-                    state.draining = false;
-                    return;
-                }
-                state.head += 1;
-                state.slots.pop_front()
-            };
-            if let Some(Slot::Ready(AppendJob { appends, reply })) = slot {
-                // A panic must not end this job with `draining` still set:
-                // every later ProduceLog of the connection would wait
-                // forever. The panicking request's reply is dropped, so it
-                // answers UnknownServerError; the lane goes on.
-                match std::panic::catch_unwind(AssertUnwindSafe(|| run_appends(appends))) {
-                    // The receiver is gone only if the request was
-                    // abandoned; the appends stand either way.
-                    Ok(outcomes) => {
-                        let _ = reply.send(outcomes);
-                    }
-                    Err(_) => error!("an append panicked; its request fails, the lane goes on"),
-                }
-            }
-        }
-    }
-}
-
-fn lock_lane(state: &Mutex<LaneState>) -> MutexGuard<'_, LaneState> {
-    state.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// A ProduceLog request's place in its connection's [`AppendLane`].
-pub struct AppendTurn {
-    lane: AppendLane,
-    seq: u64,
-    filled: bool,
-}
-
-impl AppendTurn {
-    /// Hands this request's appends to the lane; the outcomes come back on
-    /// `reply` once every earlier turn has appended or been skipped.
-    fn submit(mut self, job: AppendJob) {
-        self.filled = true;
-        self.lane.fill(self.seq, Slot::Ready(job));
-    }
-}
-
-impl Drop for AppendTurn {
-    fn drop(&mut self) {
-        if !self.filled {
-            self.lane.fill(self.seq, Slot::Skipped);
-        }
     }
 }
 
@@ -359,16 +205,16 @@ pub async fn handle(
     }
 
     let (appended_tx, appended_rx) = oneshot::channel();
-    let job = AppendJob {
-        appends,
-        reply: appended_tx,
-    };
+    // The receiver is gone only if the request was abandoned; the appends
+    // stand either way. A panic drops `appended_tx`: the request then
+    // answers UnknownServerError below.
+    let job: AppendJob = Box::new(move || {
+        let _ = appended_tx.send(run_appends(appends));
+    });
     match turn {
         Some(turn) => turn.submit(job),
         None => {
-            tokio::task::spawn_blocking(move || {
-                let _ = job.reply.send(run_appends(job.appends));
-            });
+            tokio::task::spawn_blocking(job);
         }
     }
     let outcomes: Vec<(Append, Result<AppendInfo, ApiError>)> = match appended_rx.await {
