@@ -19,7 +19,8 @@ use tracing::error;
 /// them: an idempotent writer's batch sequences are checked in that order,
 /// and a reordering would be refused as out of order and retried. So the
 /// reader takes an [`AppendTurn`] per ProduceLog as it arrives; each request
-/// hands its appends to its turn once its headers are checked, and one
+/// hands its appends (an `AppendJob`) to its turn once its headers are
+/// checked, and one
 /// blocking-pool job drains the lane in turn order, appending request after
 /// request with no hand-off between them while work is queued. A turn
 /// dropped without appends (an early error) is skipped, so it never stalls
@@ -44,7 +45,7 @@ struct LaneState {
 enum Slot {
     /// The request has not handed over its appends yet.
     Waiting,
-    /// Appends to make, and where to report their outcomes.
+    /// The request's job: its appends and the report of their outcomes.
     Ready(AppendJob),
     /// The request ended without appending.
     Skipped,

@@ -4,10 +4,10 @@
 //!
 //! acks: `0` and `1` answer once the batches are written; `-1` answers once
 //! the storage engine reports them durable under its flush policy (group
-//! commit: the buckets of one request share the wait). The appends of a
-//! connection's requests run in arrival order in one blocking-pool job that
-//! drains the connection's [`AppendLane`](super::AppendLane); the durability waits of a request
-//! run in one blocking-pool job of their own.
+//! commit: the buckets of one request share the wait). Each request's
+//! appends are one job of its connection's [`AppendLane`](super::AppendLane),
+//! which runs them in arrival order on the blocking pool; the durability
+//! waits of a request run in one blocking-pool job of their own.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -124,9 +124,9 @@ struct Append {
 }
 
 /// Appends each bucket's batches and answers per bucket. With a `turn`, the
-/// appends happen in the connection's arrival order (see [`AppendLane`]);
-/// without one (a request not from a connection's reader) they run in a
-/// blocking-pool job of their own.
+/// appends happen in the connection's arrival order (see
+/// [`AppendLane`](super::AppendLane)); without one (a request not from a
+/// connection's reader) they run in a blocking-pool job of their own.
 ///
 /// The headers are checked here; the appends of all buckets then run in
 /// turn on the blocking pool, and the durability waits of all buckets in
