@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use fjord_proto::chunks::poll_write_all_chunks;
+use fjord_proto::chunks::write_all_chunks;
 use fjord_proto::messages as pb;
 use fjord_proto::{
     encode_produce_log_request_chunks, encode_request, ApiError, ApiKey, ErrorCode, FrameDecoder,
@@ -298,7 +298,10 @@ impl ServerConnection {
             let written = if chunks.is_empty() {
                 socket.write_all(buf).await
             } else {
-                write_all_chunks(socket, chunks).await
+                write_all_chunks(chunks, |cx, slices| {
+                    Pin::new(&mut *socket).poll_write_vectored(cx, slices)
+                })
+                .await
             };
             chunks.clear();
             if let Err(source) = written {
@@ -588,19 +591,4 @@ async fn read_responses(socket: &mut tokio::net::tcp::OwnedReadHalf, inner: &Inn
             }
         }
     }
-}
-
-/// Writes every chunk, in order, with vectored writes
-/// ([`poll_write_all_chunks`]).
-async fn write_all_chunks(
-    socket: &mut OwnedWriteHalf,
-    chunks: &mut [Bytes],
-) -> std::io::Result<()> {
-    let mut first = 0;
-    std::future::poll_fn(|cx| {
-        poll_write_all_chunks(cx, chunks, &mut first, |cx, slices| {
-            Pin::new(&mut *socket).poll_write_vectored(cx, slices)
-        })
-    })
-    .await
 }

@@ -10,7 +10,9 @@ use std::io::{ErrorKind, IoSlice};
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
-use fjord_proto::chunks::{advance, next_slices, poll_write_all_chunks, IOV_MAX_CHUNKS};
+use fjord_proto::chunks::{
+    advance, next_slices, poll_write_all_chunks, write_all_chunks, IOV_MAX_CHUNKS,
+};
 use proptest::prelude::*;
 
 /// Writes `chunks` through a model socket that accepts at most the next
@@ -145,4 +147,38 @@ fn a_failed_write_is_returned_as_it_is() {
         Poll::Ready(Err(e)) => assert_eq!(e.kind(), ErrorKind::BrokenPipe),
         other => panic!("expected BrokenPipe, got {other:?}"),
     }
+}
+
+/// The async form keeps its progress across the polls a socket that is
+/// not always ready causes (it wakes the task itself, as a socket would).
+#[tokio::test]
+async fn the_async_form_resumes_where_a_pending_write_left_off() {
+    let parts: [&[u8]; 4] = [b"abc", b"", b"defgh", b"ij"];
+    let mut chunks: Vec<Bytes> = parts.iter().map(|p| Bytes::from_static(p)).collect();
+    let mut received = Vec::new();
+    let mut calls = 0;
+    write_all_chunks(&mut chunks, |cx, slices| {
+        calls += 1;
+        if calls % 2 == 1 {
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        // Two bytes a write: every write ends inside or at a chunk's end.
+        let mut budget = 2;
+        let mut written = 0;
+        for slice in slices {
+            let take = slice.len().min(budget);
+            received.extend_from_slice(&slice[..take]);
+            written += take;
+            budget -= take;
+            if budget == 0 {
+                break;
+            }
+        }
+        Poll::Ready(Ok(written))
+    })
+    .await
+    .unwrap();
+    assert_eq!(received, b"abcdefghij");
+    assert_eq!(calls, 10, "five writes of two bytes, each after a Pending");
 }

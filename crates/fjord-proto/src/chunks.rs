@@ -84,18 +84,31 @@ pub fn advance(chunks: &mut [Bytes], first: &mut usize, mut written: usize) {
 }
 
 /// Writes every chunk, in order, through `poll_write_vectored` (the
-/// caller's socket; this crate does no I/O of its own), which is handed at
-/// most [`IOV_MAX_CHUNKS`] slices a call and returns how many bytes it
-/// took. Resumes inside a partly written chunk and skips empty ones; a
-/// write that takes nothing is the socket refusing more (`WriteZero`),
-/// never a loop. `first` is the write's progress, 0 to start, kept by the
-/// caller from poll to poll (e.g. in the `poll_fn` closure). The client's
-/// request writer and the server's response writer both go through it.
+/// caller's socket's, e.g. tokio's `AsyncWrite::poll_write_vectored`; this
+/// crate does no I/O of its own), which is handed at most
+/// [`IOV_MAX_CHUNKS`] slices a call and returns how many bytes it took.
+/// Resumes inside a partly written chunk and skips empty ones; a write
+/// that takes nothing is the socket refusing more (`WriteZero`), never a
+/// loop. The client's request writer and the server's response writer
+/// both go through it.
 ///
-/// A poll function rather than an `async fn` over an async closure: the
+/// Takes the socket's poll function rather than an async closure: the
 /// future of such a closure does not prove itself `Send` to today's
 /// compiler (it borrows the slices for any lifetime), and both writers run
 /// on spawned tasks.
+pub async fn write_all_chunks(
+    chunks: &mut [Bytes],
+    mut poll_write_vectored: impl FnMut(&mut Context<'_>, &[IoSlice<'_>]) -> Poll<io::Result<usize>>,
+) -> io::Result<()> {
+    let mut first = 0;
+    std::future::poll_fn(|cx| {
+        poll_write_all_chunks(cx, chunks, &mut first, &mut poll_write_vectored)
+    })
+    .await
+}
+
+/// [`write_all_chunks`] as a poll function: `first` is the write's
+/// progress, 0 to start, kept by the caller from poll to poll.
 pub fn poll_write_all_chunks(
     cx: &mut Context<'_>,
     chunks: &mut [Bytes],

@@ -34,7 +34,7 @@ use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
-use fjord_proto::chunks::poll_write_all_chunks;
+use fjord_proto::chunks::write_all_chunks;
 use fjord_proto::frame::LENGTH_FIELD_BYTES;
 
 use crate::api;
@@ -460,28 +460,17 @@ async fn write_loop(mut writer: OwnedWriteHalf, mut rx: mpsc::Receiver<Outgoing>
             chunks.extend(more);
             permits.push(permit);
         }
-        if write_all_chunks(&mut writer, &mut chunks).await.is_err() {
+        let written = write_all_chunks(&mut chunks, |cx, slices| {
+            Pin::new(&mut writer).poll_write_vectored(cx, slices)
+        })
+        .await;
+        if written.is_err() {
             return;
         }
         chunks.clear();
         permits.clear();
     }
     let _ = writer.shutdown().await;
-}
-
-/// Writes every chunk, in order, with vectored writes
-/// ([`poll_write_all_chunks`]).
-async fn write_all_chunks(
-    writer: &mut OwnedWriteHalf,
-    chunks: &mut [Bytes],
-) -> std::io::Result<()> {
-    let mut first = 0;
-    std::future::poll_fn(|cx| {
-        poll_write_all_chunks(cx, chunks, &mut first, |cx, slices| {
-            Pin::new(&mut *writer).poll_write_vectored(cx, slices)
-        })
-    })
-    .await
 }
 
 #[cfg(test)]
