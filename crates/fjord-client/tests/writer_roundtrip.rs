@@ -151,11 +151,19 @@ async fn idle_writer_rows_arrive_without_flush_after_the_batch_timeout() {
 /// The linger task takes the accumulator from under a writer that keeps
 /// appending (the writer's lock is biased toward the writer:
 /// `writer/owner_lock.rs`): with a 1 ms batch timeout and a batch size
-/// the rows never reach, only the linger task seals, many times over,
-/// while rows go in. Every row arrives once, in order, in whole rows.
+/// the rows never reach, only the linger task seals. Rows go in, a chunk
+/// at a time with no flush, until it has sealed (and the server
+/// acknowledged) [`LINGER_SEALS`] batches under them, however long that
+/// takes on this machine; every row arrives once, in order, in whole rows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_appended_while_the_linger_task_seals_arrive_once_in_order() {
-    const ROWS: i64 = 300_000;
+    /// Batches the linger task must seal while rows go in.
+    const LINGER_SEALS: u64 = 100;
+    /// Rows appended between looks at the writer's acknowledged batches.
+    const CHUNK: i64 = 10_000;
+    /// Rows after which a linger task that never sealed fails the test
+    /// rather than letting it run on.
+    const ROWS_MAX: i64 = 5_000_000;
     let server = TestServer::start().await;
     let client = server.client().await;
     let table = table(&client, "linger_race", 1, "NONE").await;
@@ -166,24 +174,27 @@ async fn rows_appended_while_the_linger_task_seals_arrive_once_in_order() {
         )
         .await
         .expect("writer");
-    append_ids(&mut writer, 0..ROWS).await;
-    writer.flush().await.expect("flush");
-    let sealed = writer.stats().batches;
-    assert!(
-        sealed >= 10,
-        "the linger task sealed while rows went in: {sealed} batches"
-    );
+    let mut rows = 0;
+    while writer.stats().batches < LINGER_SEALS {
+        assert!(
+            rows < ROWS_MAX,
+            "the linger task sealed {} batches under {rows} rows",
+            writer.stats().batches
+        );
+        append_ids(&mut writer, rows..rows + CHUNK).await;
+        rows += CHUNK;
+    }
     // The linger task came through the race alive: rows of an idle writer
     // still arrive without flush.
-    append_ids(&mut writer, ROWS..ROWS + 10).await;
-    let batches = read_all(&client, &table, ROWS as usize + 10).await;
+    append_ids(&mut writer, rows..rows + 10).await;
+    let batches = read_all(&client, &table, rows as usize + 10).await;
     let read: Vec<i64> = batches
         .iter()
         .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
         .collect();
     assert_eq!(
         read,
-        (0..ROWS + 10).collect::<Vec<_>>(),
+        (0..rows + 10).collect::<Vec<_>>(),
         "once and in order"
     );
     assert_eq!(named_rows(&batches), read.len(), "whole rows");
