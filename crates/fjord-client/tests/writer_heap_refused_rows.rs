@@ -13,9 +13,9 @@
 //! the cap exists to stop (tests/writer_heap_many_buckets.rs).
 //!
 //! A counting `#[global_allocator]` (`counting_heap`) measures the live
-//! heap of the whole process around the refused rows. Nothing else runs then: every batch
-//! was acknowledged, the batch timeout is far off, and a refused row goes
-//! nowhere near the server.
+//! heap of the whole process around the refused rows. Nothing else runs
+//! then: every batch was acknowledged, the batch timeout is far off, and
+//! a refused row goes nowhere near the server.
 
 mod counting_heap;
 mod support;
