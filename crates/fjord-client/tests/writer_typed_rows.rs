@@ -1,7 +1,11 @@
 //! Rows of a caller's own type, written with `FieldWriter`'s typed methods
 //! through `AppendWriter::append`: they go to the bucket their key hashes
 //! to (read through `datum`, as for any row) and read back as written, and
-//! a refused row is refused alone, with the rows around it delivered.
+//! a refused row is refused alone, with the rows around it delivered. A row
+//! type that panics part way through its fields leaves no torn row: the
+//! writer drops what the row wrote while the panic unwinds
+//! (writer/mod.rs `RepairOnPanic`), and the caller that caught the panic
+//! goes on with the same writer, each row before and after it whole.
 
 mod support;
 

@@ -1,9 +1,10 @@
 //! `fjord bench write` end to end against a real `fjord server`: every way
-//! of handing the writer its records (rows one at a time, rows in runs,
-//! Arrow batches; a partitioned table too) writes exactly the records asked
-//! for — the command checks the table's record count itself and fails
-//! otherwise — and prints the one JSON line the benchmark notes are built
-//! from, with its CPU split by thread.
+//! of handing the writer its records (`--input` rows and typed-rows, one at
+//! a time; row-runs; arrow; a partitioned table too) writes exactly the
+//! records asked for — the command checks the table's record count itself
+//! and fails otherwise — and prints the one JSON line the benchmark notes
+//! are built from, with its CPU split by thread. Typed rows of a
+//! partitioned table are refused before anything is written.
 
 mod support;
 
