@@ -422,6 +422,16 @@ impl ApiKey {
             ApiKey::GetDatabaseInfo => Some(VersionRange::new(0, 0)),
             ApiKey::CreatePartition => Some(VersionRange::new(0, 0)),
             ApiKey::DropPartition => Some(VersionRange::new(0, 0)),
+            // v1 differs from v0 only for lake tables (their key encoding);
+            // v2 lets the client understand STORAGE_BACKPRESSURE; v3 adds
+            // the historical-partition fields (optional, refused when set).
+            ApiKey::PutKv => Some(VersionRange::new(0, 3)),
+            ApiKey::Lookup => Some(VersionRange::new(0, 1)),
+            ApiKey::PrefixLookup => Some(VersionRange::new(0, 1)),
+            ApiKey::LimitScan => Some(VersionRange::new(0, 0)),
+            ApiKey::ScanKv => Some(VersionRange::new(0, 0)),
+            ApiKey::GetLatestKvSnapshots => Some(VersionRange::new(0, 0)),
+            ApiKey::GetTableStats => Some(VersionRange::new(0, 0)),
             _ => None,
         }
     }
@@ -499,25 +509,38 @@ mod tests {
     }
 
     #[test]
-    fn served_keys_are_the_log_table_surface() {
+    fn served_keys_are_the_log_and_primary_key_table_surface() {
         let served: Vec<i16> = ApiKey::served().map(|(key, _)| key.id()).collect();
         assert_eq!(
             served,
             [
                 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, 1010, 1011, 1012, 1014,
-                1015, 1021, 1025, 1026, 1035, 1036, 1037
+                1015, 1016, 1017, 1021, 1023, 1025, 1026, 1033, 1034, 1035, 1036, 1037, 1059, 1061
             ]
         );
-        assert_eq!(ApiKey::PutKv.served_versions(), None);
+        assert_eq!(
+            ApiKey::ProduceLog.served_versions(),
+            Some(VersionRange::new(0, 0))
+        );
     }
 
     #[test]
-    fn advertisement_lists_every_served_key_at_version_zero() {
+    fn advertisement_lists_every_served_key_with_its_versions() {
         let advertised = ApiKey::served_api_versions();
         assert_eq!(advertised.len(), ApiKey::served().count());
-        assert!(advertised
-            .iter()
-            .all(|v| v.min_version == 0 && v.max_version == 0));
-        assert!(advertised.iter().any(|v| v.api_key == 1025));
+        assert!(advertised.iter().all(|v| v.min_version == 0));
+        let max = |key: i32| {
+            advertised
+                .iter()
+                .find(|v| v.api_key == key)
+                .map(|v| v.max_version)
+        };
+        // What the official clients negotiate: fluss-rs 1.0.0 asks for up
+        // to PutKv v3, Lookup and PrefixLookup v1.
+        assert_eq!(max(1016), Some(3));
+        assert_eq!(max(1017), Some(1));
+        assert_eq!(max(1034), Some(1));
+        assert_eq!(max(1014), Some(0));
+        assert_eq!(max(1025), Some(0));
     }
 }

@@ -183,6 +183,13 @@ served_apis! {
     GetDatabaseInfo => GetDatabaseInfo, GetDatabaseInfoRequest, GetDatabaseInfoResponse;
     CreatePartition => CreatePartition, CreatePartitionRequest, CreatePartitionResponse;
     DropPartition => DropPartition, DropPartitionRequest, DropPartitionResponse;
+    PutKv => PutKv, PutKvRequest, PutKvResponse;
+    Lookup => Lookup, LookupRequest, LookupResponse;
+    PrefixLookup => PrefixLookup, PrefixLookupRequest, PrefixLookupResponse;
+    LimitScan => LimitScan, LimitScanRequest, LimitScanResponse;
+    ScanKv => ScanKv, ScanKvRequest, ScanKvResponse;
+    GetLatestKvSnapshots => GetLatestKvSnapshots, GetLatestKvSnapshotsRequest, GetLatestKvSnapshotsResponse;
+    GetTableStats => GetTableStats, GetTableStatsRequest, GetTableStatsResponse;
 }
 
 /// Checks `api_key` and `api_version` against what Fjord serves.

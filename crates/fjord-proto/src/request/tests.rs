@@ -54,13 +54,24 @@ fn refusals_carry_fluss_error_codes() {
         ErrorCode::UnsupportedVersion,
     );
     check_refused(
-        1016,
+        1049,
         0,
         b"\xff",
         RequestError::UnsupportedVersion {
-            api_key: ApiKey::PutKv,
+            api_key: ApiKey::Rebalance,
             api_version: 0,
             supported: None,
+        },
+        ErrorCode::UnsupportedVersion,
+    );
+    check_refused(
+        1016,
+        4,
+        b"",
+        RequestError::UnsupportedVersion {
+            api_key: ApiKey::PutKv,
+            api_version: 4,
+            supported: Some(VersionRange::new(0, 3)),
         },
         ErrorCode::UnsupportedVersion,
     );

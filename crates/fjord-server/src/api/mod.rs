@@ -85,6 +85,18 @@ pub async fn dispatch_in_turn(
         Request::ProduceLog(r) => Response::ProduceLog(produce_log::handle(node, r, turn).await?),
         Request::FetchLog(r) => Response::FetchLog(fetch_log::handle(node, r).await?),
         Request::ListOffsets(r) => Response::ListOffsets(list_offsets::handle(node, r).await?),
+        Request::PutKv(_)
+        | Request::Lookup(_)
+        | Request::PrefixLookup(_)
+        | Request::LimitScan(_)
+        | Request::ScanKv(_)
+        | Request::GetLatestKvSnapshots(_)
+        | Request::GetTableStats(_) => {
+            return Err(ApiError::new(
+                ErrorCode::NonPrimaryKeyTableException,
+                "primary-key tables are being built; no table accepts this request yet",
+            ))
+        }
     })
 }
 
