@@ -4,6 +4,8 @@
 //!   its validation (length, magic, CRC-32C) and the in-place stamping of
 //!   server-assigned fields.
 //! - [`types`]: Fluss's logical data types with nullability.
+//! - [`datum`]: one field value ([`datum::Datum`], [`datum::Timestamp`]),
+//!   shared by the client's rows and the KV row codecs.
 //! - [`schema`]: table schemas (columns with ids, primary key), table and
 //!   database descriptors, validated as Fluss validates them.
 //! - [`json`]: the exact JSON forms Fluss clients send and parse.
@@ -18,6 +20,7 @@
 
 pub mod arrow_log;
 pub mod arrow_schema;
+pub mod datum;
 pub mod error;
 pub mod fixtures;
 mod ipc;
