@@ -7,8 +7,9 @@
 //! must fire while the caller is idle. The lock is biased toward the writer
 //! (`owner_lock.rs`): its way in and out is plain loads and stores, where
 //! an uncontended mutex's two locked instructions cost about 6 ns of a
-//! typed row (docs/BENCHMARKS.md, the ninth session's A/B); the linger
-//! task, once per `batch-timeout`, pays a process-wide barrier instead.
+//! typed row (docs/bench-notes/history.md, the ninth session's A/B); the
+//! linger task, once per `batch-timeout`, pays a process-wide barrier
+//! instead.
 //! Nothing here allocates per row: the builders are created once per
 //! bucket and reused after every seal.
 

@@ -5,8 +5,8 @@
 //! An uncontended `parking_lot::Mutex` costs two locked instructions a row
 //! (one to lock, one to unlock), and each waits for the stores before it to
 //! drain: with this lock instead, the writer's caller thread went from 25.6
-//! to 19.8 ns a typed row (docs/BENCHMARKS.md, "The session's end against
-//! its start", ninth session). Here the owner's way in is a
+//! to 19.8 ns a typed row (docs/bench-notes/history.md, ninth session, "The
+//! session's end against its start"). Here the owner's way in is a
 //! plain store of "inside", a compiler fence and a plain load of "revoked";
 //! its way out a plain store. What makes that safe is the asymmetric
 //! Dekker pattern: everyone else first marks the lock revoked and then runs
