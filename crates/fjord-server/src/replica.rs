@@ -74,6 +74,7 @@ pub fn storage_error(bucket: TableBucket, e: StorageError) -> ApiError {
         StorageError::BatchTooLarge { .. } => ErrorCode::RecordTooLargeException,
         StorageError::OffsetOutOfRange { .. } => ErrorCode::LogOffsetOutOfRangeException,
         StorageError::OutOfOrderSequence { .. } => ErrorCode::OutOfOrderSequenceException,
+        StorageError::Kv { .. } => ErrorCode::KvStorageException,
         StorageError::StorageFull { .. }
         | StorageError::Io { .. }
         | StorageError::Offline { .. }

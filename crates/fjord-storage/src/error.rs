@@ -56,6 +56,17 @@ pub enum StorageError {
         /// Last sequence appended for this writer (-1 if none is known).
         last_sequence: i32,
     },
+    /// The KV engine of primary-key tables failed (Fluss
+    /// `KV_STORAGE_EXCEPTION`, code 11, which clients retry).
+    #[error("{what} ({path}): {message}")]
+    Kv {
+        /// What was being done.
+        what: &'static str,
+        /// The engine's directory.
+        path: PathBuf,
+        /// The engine's error.
+        message: String,
+    },
     /// The disk is full (Fluss `LOG_STORAGE_EXCEPTION`, code 10); the append
     /// was not applied.
     #[error("storage full while {context} {path}")]

@@ -13,6 +13,8 @@
 //! - [`meta`]: atomically written metadata files (recovery-point checkpoint,
 //!   clean-shutdown marker).
 //! - [`manager`]: tablets by table bucket under a data directory.
+//! - [`kv`]: the KV stores of primary-key tables (one per bucket, in one
+//!   embedded LSM engine), each with the changelog offset it has applied.
 //! - [`fs`]: the file-system seam, with the real file system and a simulated
 //!   disk that tears unsynced writes ([`fs::sim::SimFs`]).
 //! - [`config`], [`error`]: options with their limits; typed errors.
@@ -41,6 +43,7 @@
 pub mod config;
 pub mod error;
 pub mod fs;
+pub mod kv;
 pub mod manager;
 pub mod meta;
 pub mod segment;

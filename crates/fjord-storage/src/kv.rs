@@ -1,0 +1,537 @@
+//! The KV stores of primary-key tables: one sorted key-value store per table
+//! bucket, holding the bucket's current rows (encoded key → stored value),
+//! and the changelog offset it has applied up to.
+//!
+//! All stores of a node live in one embedded LSM engine ([fjall]) under
+//! `<data dir>/kv/`, one keyspace per bucket, so many buckets share one
+//! journal, one block cache and one set of background threads. A write is
+//! one atomic batch that carries the bucket's changes *and* its new
+//! [`AppliedState`] (in a separate `applied` keyspace), so after any crash
+//! the data and the offset it claims agree.
+//!
+//! The bucket's changelog (its log tablet) is the write-ahead log: the
+//! server appends a change to the changelog, makes it durable, and only then
+//! applies it here. That is why this engine's own journal is never fsynced
+//! ([`KvStore::apply`] writes with the journal buffered): whatever a crash
+//! takes from its tail, [`KvStore::applied`] is correspondingly older and
+//! the server replays the changelog from there.
+//!
+//! ```text
+//! <data dir>/kv/                      the engine (journal, tables)
+//!   keyspace "t<table>_b<bucket>"              non-partitioned bucket
+//!   keyspace "t<table>_p<partition>_b<bucket>" partitioned bucket
+//!   keyspace "applied": store name → offset i64 LE ‖ row count i64 LE
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable};
+
+use crate::error::{Result, StorageError};
+use crate::manager::TableBucket;
+
+/// Name of the directory under the data dir holding the KV engine.
+pub const KV_DIR: &str = "kv";
+
+/// The keyspace that records each store's [`AppliedState`].
+const APPLIED_KEYSPACE: &str = "applied";
+
+/// Bytes of an encoded [`AppliedState`]: offset and row count, both i64 LE.
+const APPLIED_STATE_BYTES: usize = 16;
+
+/// Default block cache of the engine, shared by every store (Fjord's
+/// `kv.cache-size`): enough for the index and filter blocks of a few
+/// million keys and the hot data blocks.
+pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
+
+/// Default largest journal the engine keeps before it flushes memtables
+/// (`kv.journal-size`); bounds the engine's own replay at start-up (the
+/// changelog replay is bounded by [`AppliedState::offset`]).
+pub const DEFAULT_JOURNAL_BYTES: u64 = 256 << 20;
+
+/// Options of the KV engine, read once at start-up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KvEngineOptions {
+    /// Block cache shared by every store (`kv.cache-size`).
+    pub cache_bytes: u64,
+    /// Largest journal before memtables are flushed (`kv.journal-size`).
+    pub journal_bytes: u64,
+}
+
+impl Default for KvEngineOptions {
+    fn default() -> Self {
+        Self {
+            cache_bytes: DEFAULT_CACHE_BYTES,
+            journal_bytes: DEFAULT_JOURNAL_BYTES,
+        }
+    }
+}
+
+/// What a store has applied: every changelog record below `offset` is in it
+/// (and nothing at or above), and it holds `row_count` live keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AppliedState {
+    /// The changelog offset to replay from: the next one not applied.
+    pub offset: i64,
+    /// Live keys in the store.
+    pub row_count: i64,
+}
+
+impl AppliedState {
+    fn encode(self) -> [u8; APPLIED_STATE_BYTES] {
+        let mut out = [0u8; APPLIED_STATE_BYTES];
+        out[..8].copy_from_slice(&self.offset.to_le_bytes());
+        out[8..].copy_from_slice(&self.row_count.to_le_bytes());
+        out
+    }
+
+    fn decode(bytes: &[u8]) -> Option<Self> {
+        let bytes: &[u8; APPLIED_STATE_BYTES] = bytes.try_into().ok()?;
+        let (offset, row_count) = bytes.split_at(8);
+        Some(Self {
+            offset: i64::from_le_bytes(offset.try_into().ok()?),
+            row_count: i64::from_le_bytes(row_count.try_into().ok()?),
+        })
+    }
+}
+
+/// One change to apply: `Some(value)` puts, `None` deletes.
+pub type KvChange<'a> = (&'a [u8], Option<&'a [u8]>);
+
+fn kv_error(what: &'static str, path: &Path, e: fjall::Error) -> StorageError {
+    StorageError::Kv {
+        what,
+        path: path.to_owned(),
+        message: e.to_string(),
+    }
+}
+
+/// The node's KV engine: opens, lists and deletes the per-bucket stores.
+/// Share it as `Arc<KvEngine>`.
+pub struct KvEngine {
+    db: Database,
+    applied: Keyspace,
+    dir: PathBuf,
+}
+
+impl std::fmt::Debug for KvEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KvEngine").field("dir", &self.dir).finish()
+    }
+}
+
+impl KvEngine {
+    /// Opens (recovering) or creates the engine under `<data_dir>/kv`.
+    pub fn open(data_dir: &Path, options: &KvEngineOptions) -> Result<Self> {
+        let dir = data_dir.join(KV_DIR);
+        let db = Database::builder(&dir)
+            .cache_size(options.cache_bytes)
+            .max_journaling_size(options.journal_bytes)
+            // Writes carry their own durability (buffered); the changelog
+            // is the write-ahead log.
+            .manual_journal_persist(true)
+            .open()
+            .map_err(|e| kv_error("opening the KV engine", &dir, e))?;
+        let applied = db
+            .keyspace(APPLIED_KEYSPACE, KeyspaceCreateOptions::default)
+            .map_err(|e| kv_error("opening the applied-offsets keyspace", &dir, e))?;
+        Ok(Self { db, applied, dir })
+    }
+
+    /// The engine's directory (`<data dir>/kv`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The keyspace name of a bucket's store.
+    pub fn store_name(tb: TableBucket) -> String {
+        match tb.partition_id {
+            None => format!("t{}_b{}", tb.table_id, tb.bucket),
+            Some(p) => format!("t{}_p{p}_b{}", tb.table_id, tb.bucket),
+        }
+    }
+
+    fn parse_store_name(name: &str) -> Option<TableBucket> {
+        let rest = name.strip_prefix('t')?;
+        let (table, rest) = rest.split_once('_')?;
+        let (partition_id, bucket) = match rest.split_once('_') {
+            Some((p, b)) => (Some(p.strip_prefix('p')?.parse().ok()?), b),
+            None => (None, rest),
+        };
+        Some(TableBucket {
+            table_id: table.parse().ok()?,
+            partition_id,
+            bucket: bucket.strip_prefix('b')?.parse().ok()?,
+        })
+    }
+
+    /// Opens (or creates, empty and at offset 0) the store of `tb`.
+    pub fn open_store(&self, tb: TableBucket) -> Result<KvStore> {
+        let name = Self::store_name(tb);
+        let data = self
+            .db
+            .keyspace(&name, KeyspaceCreateOptions::default)
+            .map_err(|e| kv_error("opening a bucket's KV store", &self.dir, e))?;
+        Ok(KvStore {
+            inner: Arc::new(StoreInner {
+                db: self.db.clone(),
+                data,
+                applied: self.applied.clone(),
+                name: name.into_bytes().into_boxed_slice(),
+                dir: self.dir.clone(),
+            }),
+        })
+    }
+
+    /// The buckets that have a store (for start-up: stores of dropped
+    /// tables are deleted).
+    pub fn stores(&self) -> Vec<TableBucket> {
+        self.db
+            .list_keyspace_names()
+            .iter()
+            .filter_map(|name| Self::parse_store_name(name.as_ref()))
+            .collect()
+    }
+
+    /// Deletes the store of `tb` and its applied state (no-op if absent).
+    pub fn delete_store(&self, tb: TableBucket) -> Result<()> {
+        let name = Self::store_name(tb);
+        if !self.db.keyspace_exists(&name) {
+            return Ok(());
+        }
+        let data = self
+            .db
+            .keyspace(&name, KeyspaceCreateOptions::default)
+            .map_err(|e| kv_error("opening a KV store to delete it", &self.dir, e))?;
+        self.db
+            .delete_keyspace(data)
+            .map_err(|e| kv_error("deleting a KV store", &self.dir, e))?;
+        self.applied
+            .remove(name.into_bytes())
+            .map_err(|e| kv_error("deleting a KV store's applied state", &self.dir, e))
+    }
+
+    /// Makes every write so far durable (clean shutdown, tests).
+    pub fn persist(&self) -> Result<()> {
+        self.db
+            .persist(PersistMode::SyncAll)
+            .map_err(|e| kv_error("syncing the KV engine", &self.dir, e))
+    }
+}
+
+struct StoreInner {
+    db: Database,
+    data: Keyspace,
+    applied: Keyspace,
+    name: Box<[u8]>,
+    dir: PathBuf,
+}
+
+/// One bucket's KV store. Cloning shares it. Reads see every applied batch
+/// (a batch is all or nothing to readers).
+#[derive(Clone)]
+pub struct KvStore {
+    inner: Arc<StoreInner>,
+}
+
+impl std::fmt::Debug for KvStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KvStore")
+            .field("name", &String::from_utf8_lossy(&self.inner.name))
+            .finish()
+    }
+}
+
+/// A stored value as the engine hands it out (reference counted; derefs to
+/// the bytes).
+pub type KvValue = fjall::Slice;
+
+impl KvStore {
+    fn err(&self, what: &'static str, e: fjall::Error) -> StorageError {
+        kv_error(what, &self.inner.dir, e)
+    }
+
+    /// The store's applied state (offset 0 and no rows for a new store).
+    pub fn applied(&self) -> Result<AppliedState> {
+        let raw = self
+            .inner
+            .applied
+            .get(&self.inner.name)
+            .map_err(|e| self.err("reading a KV store's applied state", e))?;
+        match raw {
+            None => Ok(AppliedState::default()),
+            Some(bytes) => AppliedState::decode(&bytes).ok_or_else(|| StorageError::Kv {
+                what: "reading a KV store's applied state",
+                path: self.inner.dir.clone(),
+                message: format!("{} bytes, expected {APPLIED_STATE_BYTES}", bytes.len()),
+            }),
+        }
+    }
+
+    /// The value stored under `key`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<KvValue>> {
+        self.inner
+            .data
+            .get(key)
+            .map_err(|e| self.err("reading a KV store", e))
+    }
+
+    /// Applies `changes` (in order; a later change to a key wins) and sets
+    /// the applied state to `state`, atomically. The engine's journal is
+    /// written but not synced (see the module doc).
+    pub fn apply<'a>(
+        &self,
+        changes: impl IntoIterator<Item = KvChange<'a>>,
+        state: AppliedState,
+    ) -> Result<()> {
+        let mut batch = self.inner.db.batch().durability(Some(PersistMode::Buffer));
+        for (key, value) in changes {
+            match value {
+                Some(value) => batch.insert(&self.inner.data, key, value),
+                None => batch.remove(&self.inner.data, key),
+            }
+        }
+        batch.insert(
+            &self.inner.applied,
+            &*self.inner.name,
+            state.encode().as_slice(),
+        );
+        batch
+            .commit()
+            .map_err(|e| self.err("writing a KV store", e))
+    }
+
+    /// Removes every key and resets the applied state to `state` (for a
+    /// rebuild from the changelog).
+    pub fn clear(&self, state: AppliedState) -> Result<()> {
+        self.inner
+            .data
+            .clear()
+            .map_err(|e| self.err("clearing a KV store", e))?;
+        self.apply(std::iter::empty(), state)
+    }
+
+    /// A consistent, point-in-time view of the store, for scans that span
+    /// several requests. Keep it short-lived: it holds back compaction.
+    pub fn snapshot(&self) -> KvSnapshot {
+        KvSnapshot {
+            snapshot: self.inner.db.snapshot(),
+            store: self.clone(),
+        }
+    }
+
+    /// Every (key, value) whose key starts with `prefix`, in key order,
+    /// calling `each` until it returns `false`.
+    pub fn scan_prefix(
+        &self,
+        prefix: &[u8],
+        mut each: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        for guard in self.inner.data.prefix(prefix) {
+            let (key, value) = guard
+                .into_inner()
+                .map_err(|e| self.err("scanning a KV store", e))?;
+            if !each(&key, &value) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Live keys as the engine estimates them (no scan).
+    pub fn approximate_len(&self) -> usize {
+        self.inner.data.approximate_len()
+    }
+
+    /// Tables in the store's first LSM level: the engine stalls writes as
+    /// this grows, so the server reads it as back-pressure.
+    pub fn l0_table_count(&self) -> usize {
+        self.inner.data.l0_table_count()
+    }
+}
+
+/// A point-in-time view of one store (see [`KvStore::snapshot`]).
+pub struct KvSnapshot {
+    snapshot: fjall::Snapshot,
+    store: KvStore,
+}
+
+impl KvSnapshot {
+    /// Entries with keys strictly after `after` (from the first key when
+    /// `None`), in key order, calling `each` until it returns `false`.
+    pub fn scan_from(
+        &self,
+        after: Option<&[u8]>,
+        mut each: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        use std::ops::Bound;
+        let data = &self.store.inner.data;
+        let range: (Bound<&[u8]>, Bound<&[u8]>) = match after {
+            Some(key) => (Bound::Excluded(key), Bound::Unbounded),
+            None => (Bound::Unbounded, Bound::Unbounded),
+        };
+        for guard in self.snapshot.range::<&[u8], _>(data, range) {
+            let (key, value) = guard
+                .into_inner()
+                .map_err(|e| self.store.err("scanning a KV snapshot", e))?;
+            if !each(&key, &value) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn engine(dir: &Path) -> KvEngine {
+        KvEngine::open(dir, &KvEngineOptions::default()).unwrap()
+    }
+
+    fn bucket(table_id: i64, partition_id: Option<i64>, bucket: i32) -> TableBucket {
+        TableBucket {
+            table_id,
+            partition_id,
+            bucket,
+        }
+    }
+
+    #[test]
+    fn store_names_round_trip() {
+        for tb in [bucket(7, None, 0), bucket(1, Some(42), 3)] {
+            assert_eq!(
+                KvEngine::parse_store_name(&KvEngine::store_name(tb)),
+                Some(tb)
+            );
+        }
+        assert_eq!(KvEngine::parse_store_name(APPLIED_KEYSPACE), None);
+    }
+
+    #[test]
+    fn changes_and_applied_state_survive_reopen_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let tb = bucket(1, None, 0);
+        {
+            let engine = engine(dir.path());
+            let store = engine.open_store(tb).unwrap();
+            assert_eq!(store.applied().unwrap(), AppliedState::default());
+            store
+                .apply(
+                    [(&b"a"[..], Some(&b"1"[..])), (b"b", Some(b"2"))],
+                    AppliedState {
+                        offset: 2,
+                        row_count: 2,
+                    },
+                )
+                .unwrap();
+            store
+                .apply(
+                    [(&b"a"[..], None)],
+                    AppliedState {
+                        offset: 3,
+                        row_count: 1,
+                    },
+                )
+                .unwrap();
+            engine.persist().unwrap();
+        }
+        let engine = engine(dir.path());
+        assert_eq!(engine.stores(), vec![tb]);
+        let store = engine.open_store(tb).unwrap();
+        assert_eq!(
+            store.applied().unwrap(),
+            AppliedState {
+                offset: 3,
+                row_count: 1
+            }
+        );
+        assert_eq!(store.get(b"a").unwrap(), None);
+        assert_eq!(store.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));
+    }
+
+    #[test]
+    fn prefix_scan_and_snapshot_scan_go_in_key_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine(dir.path());
+        let store = engine.open_store(bucket(1, Some(5), 2)).unwrap();
+        let keys: [&[u8]; 4] = [b"ab", b"aa", b"b", b"ac"];
+        store
+            .apply(keys.iter().map(|k| (*k, Some(*k))), AppliedState::default())
+            .unwrap();
+        let mut seen = Vec::new();
+        store
+            .scan_prefix(b"a", |k, _| {
+                seen.push(k.to_vec());
+                true
+            })
+            .unwrap();
+        assert_eq!(seen, vec![b"aa".to_vec(), b"ab".to_vec(), b"ac".to_vec()]);
+
+        let snapshot = store.snapshot();
+        store
+            .apply([(&b"aa"[..], None)], AppliedState::default())
+            .unwrap();
+        let mut seen = Vec::new();
+        snapshot
+            .scan_from(Some(b"aa"), |k, _| {
+                seen.push(k.to_vec());
+                seen.len() < 2
+            })
+            .unwrap();
+        assert_eq!(seen, vec![b"ab".to_vec(), b"ac".to_vec()]);
+        let mut all = 0;
+        snapshot
+            .scan_from(None, |_, _| {
+                all += 1;
+                true
+            })
+            .unwrap();
+        assert_eq!(all, 4, "the snapshot still sees the deleted key");
+    }
+
+    #[test]
+    fn deleted_store_is_gone_and_reopens_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine(dir.path());
+        let tb = bucket(3, None, 1);
+        let store = engine.open_store(tb).unwrap();
+        store
+            .apply(
+                [(&b"k"[..], Some(&b"v"[..]))],
+                AppliedState {
+                    offset: 1,
+                    row_count: 1,
+                },
+            )
+            .unwrap();
+        drop(store);
+        engine.delete_store(tb).unwrap();
+        assert!(engine.stores().is_empty());
+        engine.delete_store(tb).unwrap();
+        let store = engine.open_store(tb).unwrap();
+        assert_eq!(store.get(b"k").unwrap(), None);
+        assert_eq!(store.applied().unwrap(), AppliedState::default());
+    }
+
+    #[test]
+    fn clear_resets_data_and_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine(dir.path());
+        let store = engine.open_store(bucket(1, None, 0)).unwrap();
+        store
+            .apply(
+                [(&b"k"[..], Some(&b"v"[..]))],
+                AppliedState {
+                    offset: 9,
+                    row_count: 1,
+                },
+            )
+            .unwrap();
+        store.clear(AppliedState::default()).unwrap();
+        assert_eq!(store.get(b"k").unwrap(), None);
+        assert_eq!(store.applied().unwrap(), AppliedState::default());
+    }
+}
