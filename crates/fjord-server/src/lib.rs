@@ -42,6 +42,7 @@
 pub mod api;
 pub mod config;
 pub mod error;
+pub mod kv;
 pub mod meta;
 pub mod metrics;
 pub mod net;

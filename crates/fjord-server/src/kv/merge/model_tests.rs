@@ -1,0 +1,1 @@
+//! Model-based tests of the merge engines (filled in the next commits).

@@ -1,0 +1,1 @@
+//! Table-driven tests of the merge engines (filled in the next commits).
