@@ -506,3 +506,51 @@ mod tests {
         assert!(union32(&[0, 0, 0, 0, 0, 0, 0, 0], &good, &mut scratch, &mut out).is_err());
     }
 }
+
+/// Differential check against Java: `rbm32_java_1_3_0.txt` holds lines
+/// `acc input union` (hex) written by RoaringBitmap 1.3.0 (Fluss's
+/// version) doing what `FieldRoaringBitmap32Agg` does: deserialize both,
+/// `acc.or(input)`, `runOptimize()`, serialize. Inputs were serialized with
+/// and without `runOptimize`, so every container kind meets every other.
+#[cfg(test)]
+mod java_vectors {
+    use super::*;
+
+    fn unhex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    pub(super) fn check(vectors: &str) -> usize {
+        let mut scratch = BitmapScratch::default();
+        let mut out = Vec::new();
+        let mut count = 0;
+        for (line_no, line) in vectors.lines().enumerate() {
+            let mut parts = line.split(' ').map(unhex);
+            let (acc, input, expected) = (
+                parts.next().unwrap(),
+                parts.next().unwrap(),
+                parts.next().unwrap(),
+            );
+            union32(&acc, &input, &mut scratch, &mut out).unwrap();
+            assert_eq!(out, expected, "line {}", line_no + 1);
+            count += 1;
+        }
+        count
+    }
+
+    #[test]
+    fn unions_match_java_roaring_bitmap_byte_for_byte() {
+        assert_eq!(check(include_str!("rbm32_java_1_3_0.txt")), 120);
+    }
+
+    #[test]
+    #[ignore = "needs a vector file: RBM32_VECTORS=path (see the module doc)"]
+    fn unions_match_a_larger_java_vector_file() {
+        let path = std::env::var("RBM32_VECTORS").expect("RBM32_VECTORS");
+        let vectors = std::fs::read_to_string(path).unwrap();
+        assert!(check(&vectors) > 0);
+    }
+}
