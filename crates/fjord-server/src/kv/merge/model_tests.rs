@@ -119,12 +119,11 @@ fn run(config: &Config, ops: &[Op]) -> (Vec<Change>, BTreeMap<i32, Vec<Val>>) {
                     None
                 };
                 let new = datums(row);
-                merger.upsert(old, &new, &mut sink).map(|outcome| {
-                    if merger.passes_new_row_through() {
-                        sink.0 = row.to_vec();
-                    }
-                    outcome
-                })
+                let result = merger.upsert(old, &new, &mut sink);
+                if result.is_ok() && merger.passes_new_row_through() {
+                    sink.0 = row.to_vec();
+                }
+                result
             }
             Op::Delete { .. } => merger.delete(old_datums.as_deref(), &mut sink),
         };
