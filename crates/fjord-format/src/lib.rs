@@ -14,6 +14,9 @@
 //!   complete log batch, decode one back.
 //! - [`projection`]: Fluss `FileLogProjection`: keep only some columns of
 //!   a stored ARROW batch without decoding it.
+//! - [`row`]: the primary-key row formats (COMPACTED, INDEXED) and the
+//!   compacted key: codecs built once per row type, used per record over
+//!   caller-owned buffers.
 //! - [`fixtures`]: deterministic sample data (`user_behavior`, nested
 //!   columns) for tests, benchmarks and fuzzing.
 //! - [`error`]: the error type of the metadata modules.
@@ -29,8 +32,10 @@ pub mod json;
 pub mod log_batch;
 pub mod projection;
 mod records;
+pub mod row;
 pub mod schema;
 pub mod types;
+mod varint;
 
 pub use error::SchemaError;
 pub use ipc::{IpcMessageError, MAX_DECODED_BODY_BYTES};
