@@ -17,6 +17,8 @@
 //! - [`row`]: the primary-key row formats (COMPACTED, INDEXED) and the
 //!   compacted key: codecs built once per row type, used per record over
 //!   caller-owned buffers.
+//! - [`kv`]: the KV record batch (PutKv), the value batch (LimitScan,
+//!   ScanKv) and the stored value (`schemaId ‖ row`).
 //! - [`fixtures`]: deterministic sample data (`user_behavior`, nested
 //!   columns) for tests, benchmarks and fuzzing.
 //! - [`error`]: the error type of the metadata modules.
@@ -29,6 +31,7 @@ pub mod fixtures;
 mod ipc;
 mod ipc_write;
 pub mod json;
+pub mod kv;
 pub mod log_batch;
 pub mod projection;
 mod records;

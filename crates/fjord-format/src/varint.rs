@@ -50,6 +50,14 @@ pub(crate) fn put_u64(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// Bytes [`put_u32`] writes for `v`.
+#[inline]
+pub(crate) const fn size_u32(v: u32) -> usize {
+    // 1 byte per started group of 7 bits, at least one.
+    let bits = 32 - (v | 1).leading_zeros() as usize;
+    bits.div_ceil(7)
+}
+
 /// Reads a canonical 32-bit varint at `*pos`, advancing `*pos` past it.
 #[inline]
 pub(crate) fn read_u32(bytes: &[u8], pos: &mut usize) -> Result<u32, VarintFault> {
@@ -120,6 +128,7 @@ mod tests {
             let mut out = Vec::new();
             put_u32(&mut out, v);
             assert_eq!(out, bytes);
+            assert_eq!(size_u32(v), bytes.len());
             check32(bytes, Ok((v, bytes.len())));
         }
         let mut out = Vec::new();
@@ -153,6 +162,7 @@ mod tests {
             put_u64(&mut out, v64);
             let mut pos = 1;
             prop_assert_eq!(read_u32(&out, &mut pos), Ok(v32));
+            prop_assert_eq!(pos, 1 + size_u32(v32));
             prop_assert_eq!(read_u64(&out, &mut pos), Ok(v64));
             prop_assert_eq!(pos, out.len());
         }
