@@ -282,6 +282,33 @@ fn log_config(o: &Options) -> Result<LogConfig, ConfigError> {
     Ok(config)
 }
 
+/// Default `kv.scanner.ttl`: an idle KV scan session is closed after
+/// 10 minutes, as Fluss (bounds what an abandoned scan pins: a snapshot of
+/// the store).
+pub const KV_SCANNER_TTL_MS_DEFAULT: u64 = 10 * 60 * 1000;
+/// Default `kv.scanner.max-per-bucket` (Fluss's): concurrent scans of one
+/// bucket.
+pub const KV_SCANNERS_PER_BUCKET_DEFAULT: usize = 8;
+/// Default `kv.scanner.max-per-server` (Fluss's): concurrent scans on the
+/// server.
+pub const KV_SCANNERS_PER_SERVER_DEFAULT: usize = 200;
+/// Default `kv.scanner.max-batch-size` (Fluss's 10 MiB): the most record
+/// bytes one ScanKv answer carries, whatever the client asks.
+pub const KV_SCANNER_BATCH_BYTES_DEFAULT: usize = 10 << 20;
+
+/// Limits of KV full-scan sessions (ScanKv).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KvScannerOptions {
+    /// See [`KV_SCANNER_TTL_MS_DEFAULT`].
+    pub ttl_ms: u64,
+    /// See [`KV_SCANNERS_PER_BUCKET_DEFAULT`].
+    pub per_bucket_max: usize,
+    /// See [`KV_SCANNERS_PER_SERVER_DEFAULT`].
+    pub per_server_max: usize,
+    /// See [`KV_SCANNER_BATCH_BYTES_DEFAULT`].
+    pub batch_bytes_max: usize,
+}
+
 /// The parsed configuration of one server process.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -310,6 +337,11 @@ pub struct ServerConfig {
     pub auto_partition_check_interval_ms: u64,
     /// Log tablet settings (segment size, flush policy, retention).
     pub log: LogConfig,
+    /// The KV engine of primary-key tables (`kv.cache-size`,
+    /// `kv.journal-size`).
+    pub kv: fjord_storage::kv::KvEngineOptions,
+    /// KV full-scan sessions (`kv.scanner.*`).
+    pub kv_scanners: KvScannerOptions,
     /// All options as given, for the storage engine's own options.
     pub options: Options,
 }
@@ -357,6 +389,35 @@ impl ServerConfig {
                 }
             },
             log: log_config(&options)?,
+            kv: fjord_storage::kv::KvEngineOptions {
+                cache_bytes: options.bytes(
+                    "kv.cache-size",
+                    fjord_storage::kv::DEFAULT_CACHE_BYTES as usize,
+                )? as u64,
+                journal_bytes: options.bytes(
+                    "kv.journal-size",
+                    fjord_storage::kv::DEFAULT_JOURNAL_BYTES as usize,
+                )? as u64,
+            },
+            kv_scanners: KvScannerOptions {
+                ttl_ms: match options.duration_ms("kv.scanner.ttl")? {
+                    None => KV_SCANNER_TTL_MS_DEFAULT,
+                    Some(ms) if ms > 0 => ms as u64,
+                    Some(ms) => {
+                        return Err(ConfigError::Value {
+                            key: "kv.scanner.ttl".to_owned(),
+                            value: ms.to_string(),
+                            reason: "must be a positive duration".to_owned(),
+                        })
+                    }
+                },
+                per_bucket_max: options
+                    .positive("kv.scanner.max-per-bucket", KV_SCANNERS_PER_BUCKET_DEFAULT)?,
+                per_server_max: options
+                    .positive("kv.scanner.max-per-server", KV_SCANNERS_PER_SERVER_DEFAULT)?,
+                batch_bytes_max: options
+                    .bytes("kv.scanner.max-batch-size", KV_SCANNER_BATCH_BYTES_DEFAULT)?,
+            },
             options,
         })
     }

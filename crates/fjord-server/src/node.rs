@@ -7,6 +7,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::config::ServerConfig;
+use crate::kv::scanners::KvScanners;
 use crate::meta::auto_partition::Clock;
 use crate::meta::catalog::Catalog;
 use crate::metrics::Metrics;
@@ -21,6 +22,8 @@ pub struct Node {
     pub catalog: Catalog,
     /// Log tablets by table bucket (the tablet-server role's state).
     pub replicas: ReplicaManager,
+    /// Open ScanKv sessions.
+    pub kv_scanners: KvScanners,
     /// Host clients should connect to, announced in MetaData responses.
     pub advertised_host: String,
     /// Port clients should connect to, announced in MetaData responses.

@@ -14,11 +14,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use fjord_storage::kv::{KvEngine, KvEngineOptions};
 use fjord_storage::{AppendInfo, LogConfig, LogManager, LogTablet, OsFs, ReadResult, StorageError};
 use tokio::sync::Notify;
 use tracing::{error, warn};
 
 use crate::error::{ApiError, ErrorCode};
+use crate::kv::KvTablet;
 use crate::meta::catalog::TableInfo;
 
 /// A table bucket: table id, partition id (partitioned tables only) and
@@ -95,6 +97,9 @@ pub struct Replica {
     pub schema_id: i32,
     /// Notified (all waiters) whenever the high watermark may have moved.
     pub appended: Notify,
+    /// The bucket's KV tablet, for a primary-key table (whose log tablet
+    /// is then its changelog); `None` for a log table.
+    pub kv: Option<Arc<KvTablet>>,
 }
 
 impl Replica {
@@ -124,8 +129,28 @@ impl Replica {
     /// long-polling fetches. Call it from the blocking pool.
     pub fn wait_durable_blocking(&self, offset: i64) -> Result<(), ApiError> {
         let result = self.tablet.wait_durable(offset);
+        // A primary-key table's changes reach its KV store once their
+        // changelog is durable, before the answer: an acknowledged write
+        // is visible to the next lookup.
+        let flushed = match (&self.kv, &result) {
+            (Some(kv), Ok(())) => kv.flush(self.tablet.high_watermark()),
+            _ => Ok(()),
+        };
         self.appended.notify_waiters();
-        result.map_err(|e| storage_error(self.bucket, e))
+        result.map_err(|e| storage_error(self.bucket, e))?;
+        flushed
+    }
+
+    /// Makes appends that are visible without an fsync (interval flushing)
+    /// take effect: a primary-key table's changes go to its KV store, and
+    /// long-polling fetches wake. Blocking.
+    pub fn publish(&self) {
+        if let Some(kv) = &self.kv {
+            if let Err(e) = kv.flush(self.tablet.high_watermark()) {
+                warn!(bucket = %self.bucket, error = %e, "applying changes to the KV store failed; retried on the next write");
+            }
+        }
+        self.appended.notify_waiters();
     }
 
     /// Reads whole batches from `offset`, about `max_bytes` (at least one
@@ -163,6 +188,7 @@ pub const DELETE_THREADS_MAX: usize = 8;
 #[must_use = "the dropped data stays on disk until the deletion runs"]
 pub struct PendingDeletion {
     logs: Arc<LogManager>,
+    kv: Arc<KvEngine>,
     buckets: Vec<TableBucket>,
     /// Directories that held the tablets, removed once empty, innermost
     /// first (a leftover empty directory is harmless).
@@ -177,6 +203,9 @@ impl PendingDeletion {
         let delete = |bucket: &TableBucket| {
             if let Err(e) = self.logs.delete_tablet(bucket.storage()) {
                 warn!(bucket = %bucket, error = %e, "cannot delete dropped data");
+            }
+            if let Err(e) = self.kv.delete_store(bucket.storage()) {
+                warn!(bucket = %bucket, error = %e, "cannot delete a dropped KV store");
             }
         };
         if self.buckets.len() <= 1 {
@@ -208,6 +237,8 @@ impl PendingDeletion {
 /// All replicas of this node.
 pub struct ReplicaManager {
     logs: Arc<LogManager>,
+    /// The KV stores of primary-key tables' buckets.
+    kv: Arc<KvEngine>,
     log_config: LogConfig,
     /// `<data dir>/log`, where dropped tables' and partitions' directories
     /// are removed from.
@@ -216,15 +247,27 @@ pub struct ReplicaManager {
 }
 
 impl ReplicaManager {
-    /// A manager keeping tablets under `<data_dir>/log`.
-    pub fn open(data_dir: &Path, log_config: LogConfig) -> Result<Self, ApiError> {
+    /// A manager keeping log tablets under `<data_dir>/log` and the KV
+    /// stores of primary-key tables under `<data_dir>/kv`.
+    pub fn open(
+        data_dir: &Path,
+        log_config: LogConfig,
+        kv_options: &KvEngineOptions,
+    ) -> Result<Self, ApiError> {
         let logs = LogManager::new(Arc::new(OsFs), data_dir).map_err(|e| {
             ApiError::new(
                 ErrorCode::StorageException,
                 format!("cannot open the log directory: {e}"),
             )
         })?;
+        let kv = KvEngine::open(data_dir, kv_options).map_err(|e| {
+            ApiError::new(
+                ErrorCode::KvStorageException,
+                format!("cannot open the KV engine: {e}"),
+            )
+        })?;
         Ok(Self {
+            kv: Arc::new(kv),
             logs: Arc::new(logs),
             log_config,
             log_root: data_dir.join(fjord_storage::manager::LOG_DIR),
@@ -263,15 +306,39 @@ impl ReplicaManager {
             {
                 continue;
             }
+            let mut config = self.log_config.clone();
+            if table.has_primary_key() {
+                // A primary-key table's changelog is its write-ahead log and
+                // the only way a reader without a KV snapshot rebuilds the
+                // table: retention never deletes it.
+                config.retention_ms = None;
+                config.retention_bytes = None;
+            }
             let tablet = self
                 .logs
-                .open_tablet(bucket.storage(), self.log_config.clone(), now_ms())
+                .open_tablet(bucket.storage(), config, now_ms())
                 .map_err(|e| storage_error(bucket, e))?;
+            let kv = match &table.kv {
+                Some(kv_table) => {
+                    let store = self
+                        .kv
+                        .open_store(bucket.storage())
+                        .map_err(|e| storage_error(bucket, e))?;
+                    Some(Arc::new(KvTablet::open(
+                        Arc::clone(kv_table),
+                        bucket,
+                        Arc::clone(&tablet),
+                        store,
+                    )?))
+                }
+                None => None,
+            };
             let replica = Arc::new(Replica {
                 bucket,
                 tablet,
                 schema_id: table.schema_id,
                 appended: Notify::new(),
+                kv,
             });
             self.replicas
                 .write()
@@ -297,6 +364,7 @@ impl ReplicaManager {
         dirs.push(table_dir);
         PendingDeletion {
             logs: Arc::clone(&self.logs),
+            kv: Arc::clone(&self.kv),
             buckets,
             dirs,
         }
@@ -309,6 +377,7 @@ impl ReplicaManager {
             self.take_where(|b| b.table_id == table_id && b.partition_id == Some(partition_id));
         PendingDeletion {
             logs: Arc::clone(&self.logs),
+            kv: Arc::clone(&self.kv),
             buckets,
             dirs: vec![self
                 .log_root
@@ -357,6 +426,13 @@ impl ReplicaManager {
                 }
             }
         }
+        for tb in self.kv.stores() {
+            if !is_live(tb.table_id, tb.partition_id) {
+                if let Err(e) = self.kv.delete_store(tb) {
+                    warn!(table_id = tb.table_id, error = %e, "cannot delete a dropped table's KV store");
+                }
+            }
+        }
         Ok(())
     }
 
@@ -379,6 +455,23 @@ impl ReplicaManager {
     /// blocking thread).
     pub fn run_maintenance(&self, checkpoint: bool) {
         self.logs.run_maintenance(now_ms(), checkpoint);
+        // Changes whose changelog an interval flush or a background fsync
+        // made durable, and any flush that failed before, reach the stores.
+        let replicas: Vec<Arc<Replica>> = self
+            .replicas
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .filter(|r| r.kv.is_some())
+            .cloned()
+            .collect();
+        for replica in replicas {
+            if let Some(kv) = &replica.kv {
+                if let Err(e) = kv.flush(replica.tablet.high_watermark()) {
+                    warn!(bucket = %replica.bucket, error = %e, "applying changes to the KV store failed; retried next round");
+                }
+            }
+        }
     }
 
     /// Closes every tablet cleanly (called once at shutdown, after the last
@@ -390,6 +483,9 @@ impl ReplicaManager {
             .clear();
         if let Err(e) = self.logs.close_all(now_ms()) {
             error!(error = %e, "closing log tablets failed; the next start will recover them");
+        }
+        if let Err(e) = self.kv.persist() {
+            error!(error = %e, "syncing the KV stores failed; the next start replays their changelogs");
         }
     }
 }

@@ -71,7 +71,7 @@ impl Server {
         })?;
         let store = Arc::new(FileMetaStore::open(&config.data_dir.join("meta"))?);
         let catalog = Catalog::open(store, config.catalog.clone())?;
-        let replicas = ReplicaManager::open(&config.data_dir, config.log.clone())?;
+        let replicas = ReplicaManager::open(&config.data_dir, config.log.clone(), &config.kv)?;
         replicas.delete_orphans(|table_id, partition_id| match partition_id {
             None => catalog
                 .table_by_id(table_id)
@@ -93,7 +93,9 @@ impl Server {
             None => local_addr.ip().to_string(),
         };
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let kv_scanners = crate::kv::scanners::KvScanners::new(config.kv_scanners.clone());
         let node = Arc::new(Node {
+            kv_scanners,
             api_versions: fjord_proto::ApiKey::served_api_versions(),
             advertised_host,
             advertised_port: i32::from(local_addr.port()),
@@ -170,6 +172,7 @@ async fn maintenance_loop(node: Arc<Node>) {
         if checkpoint {
             round = 0;
         }
+        node.kv_scanners.expire();
         let n = Arc::clone(&node);
         let _ = tokio::task::spawn_blocking(move || n.replicas.run_maintenance(checkpoint)).await;
     }

@@ -107,6 +107,9 @@ pub struct TableInfo {
     /// The auto-partitioning rules, parsed once; `None` when
     /// `table.auto-partition.enabled` is off.
     pub auto_partition: Option<Arc<AutoPartitionStrategy>>,
+    /// What the KV tablets of a primary-key table derive from its schema
+    /// and options, built once; `None` for a log table.
+    pub kv: Option<Arc<crate::kv::KvTable>>,
     /// Creation time, ms since the epoch.
     pub created_ms: i64,
     /// Last modification time, ms since the epoch.
@@ -117,6 +120,11 @@ impl TableInfo {
     /// Has the table partition keys?
     pub fn is_partitioned(&self) -> bool {
         !self.partition_keys.is_empty()
+    }
+
+    /// Has the table a primary key?
+    pub fn has_primary_key(&self) -> bool {
+        self.kv.is_some()
     }
 }
 
@@ -538,15 +546,16 @@ impl Catalog {
             }
             names.push(name);
         }
-        if schema
-            .get("primary_key")
-            .and_then(Value::as_array)
-            .is_some_and(|pk| !pk.is_empty())
-        {
-            return Err(invalid(
-                "primary-key tables are not supported by this Fjord version yet; create a log table (no primary key)".to_owned(),
-            ));
-        }
+        let primary_key: Vec<String> = match schema.get("primary_key") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(keys)) => keys
+                .iter()
+                .map(|k| k.as_str().map(str::to_owned))
+                .collect::<Option<_>>()
+                .ok_or_else(|| invalid("primary key columns must be strings".to_owned()))?,
+            Some(_) => return Err(invalid("primary_key must be an array".to_owned())),
+        };
+        let has_primary_key = !primary_key.is_empty();
         let names: Vec<String> = names.into_iter().map(str::to_owned).collect();
         let partition_keys: Vec<String> = match obj.get("partition_key") {
             None | Some(Value::Null) => Vec::new(),
@@ -596,6 +605,30 @@ impl Catalog {
             return Err(invalid(format!(
                 "Bucket key {bucket_keys:?} shouldn't include any column in partition keys {partition_keys:?}."
             )));
+        }
+        let mut bucket_keys = bucket_keys;
+        if has_primary_key {
+            if let Some(key) = partition_keys.iter().find(|k| !primary_key.contains(k)) {
+                return Err(invalid(format!(
+                    "Partitioned Primary Key Table requires partition key {partition_keys:?} is a subset of the primary key {primary_key:?} (partition key '{key}' is not)."
+                )));
+            }
+            if bucket_keys.is_empty() {
+                bucket_keys = primary_key
+                    .iter()
+                    .filter(|k| !partition_keys.contains(k))
+                    .cloned()
+                    .collect();
+                if bucket_keys.is_empty() {
+                    return Err(invalid(format!(
+                        "the primary key {primary_key:?} must hold a column that is not a partition key {partition_keys:?}"
+                    )));
+                }
+            } else if let Some(key) = bucket_keys.iter().find(|k| !primary_key.contains(k)) {
+                return Err(invalid(format!(
+                    "Bucket keys must be a subset of primary keys excluding partition keys for primary-key tables. The primary keys are {primary_key:?}, the partition keys are {partition_keys:?}, but the user-defined bucket keys are {bucket_keys:?} ('{key}' is not a primary key column)."
+                )));
+            }
         }
         let bucket_count = match obj.get("bucket_count") {
             None | Some(Value::Null) => self.options.default_bucket_count,
@@ -655,6 +688,48 @@ impl Catalog {
             ));
         }
         props.insert(rf_key.to_owned(), Value::String(rf.to_string()));
+        if has_primary_key {
+            let version_key = fjord_format::schema::TABLE_KV_FORMAT_VERSION;
+            match props.get(version_key).and_then(Value::as_str) {
+                None => {
+                    props.insert(
+                        version_key.to_owned(),
+                        Value::String(fjord_format::schema::CURRENT_KV_FORMAT_VERSION.to_string()),
+                    );
+                }
+                Some(v) => {
+                    let version = v.trim().parse::<u32>().map_err(|_| {
+                        ApiError::new(
+                            ErrorCode::InvalidConfigException,
+                            format!("Invalid value for config '{version_key}'. Reason: '{v}' is not an integer."),
+                        )
+                    })?;
+                    if version > fjord_format::schema::CURRENT_KV_FORMAT_VERSION {
+                        return Err(ApiError::new(
+                            ErrorCode::InvalidConfigException,
+                            format!(
+                                "Unsupported kv format version {version}. The maximum supported version is {}.",
+                                fjord_format::schema::CURRENT_KV_FORMAT_VERSION
+                            ),
+                        ));
+                    }
+                }
+            }
+            // As Fluss's coordinator: the three merge engines default to
+            // ignoring deletes, written into the stored descriptor.
+            let engine = props
+                .get(crate::kv::merge::TABLE_MERGE_ENGINE)
+                .and_then(Value::as_str)
+                .map(str::to_ascii_lowercase);
+            if matches!(
+                engine.as_deref(),
+                Some("first_row" | "versioned" | "aggregation")
+            ) {
+                props
+                    .entry(crate::kv::merge::TABLE_DELETE_BEHAVIOR)
+                    .or_insert_with(|| Value::String("IGNORE".to_owned()));
+            }
+        }
         if AutoPartitionStrategy::from_properties(props, &partition_keys)?.is_some()
             && partition_keys.len() > 1
         {
@@ -672,8 +747,22 @@ impl Catalog {
             .or_insert_with(|| Value::Object(Map::new()));
         obj.entry("version").or_insert_with(|| json!(1));
         // Full validation of types and keys, exactly as Fluss parses them.
-        fjord_format::json::table_from_json(&desc)
+        let parsed = fjord_format::json::table_from_json(&desc)
             .map_err(|e| invalid(format!("the table descriptor is not valid: {e}")))?;
+        // Merge engine, delete behaviour and changelog image options are
+        // checked for every table (a log table may not set them); a
+        // primary-key table's whole KV view is built once here to refuse
+        // what its tablets could not serve.
+        crate::kv::merge::MergeOptions::from_table(parsed.schema(), parsed.properties())?;
+        if parsed.has_primary_key() {
+            crate::kv::KvTable::new(
+                Arc::new(parsed.schema().clone()),
+                FIRST_SCHEMA_ID,
+                parsed.partition_keys(),
+                parsed.bucket_keys(),
+                parsed.properties(),
+            )?;
+        }
         Ok((desc, bucket_count))
     }
 
@@ -877,10 +966,38 @@ fn table_info_from_record(path: TablePath, rec: &Value, node: &str) -> Result<Ta
     let auto_partition = AutoPartitionStrategy::from_properties(props, &partition_keys)
         .map_err(|e| corrupt(node, e))?
         .map(Arc::new);
+    let parsed = Arc::new(parsed);
+    let kv = if parsed.primary_key().is_some() {
+        let strings = |v: Option<&Value>| -> Vec<String> {
+            v.and_then(Value::as_array)
+                .map(|keys| {
+                    keys.iter()
+                        .filter_map(|k| k.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let properties: std::collections::BTreeMap<String, String> = props
+            .iter()
+            .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+            .collect();
+        let table_kv = crate::kv::KvTable::new(
+            Arc::clone(&parsed),
+            int("schema_id")? as i32,
+            &partition_keys,
+            &strings(table.get("bucket_key")),
+            &properties,
+        )
+        .map_err(|e| corrupt(node, e.message()))?;
+        Some(Arc::new(table_kv))
+    } else {
+        None
+    };
     Ok(TableInfo {
+        kv,
         partition_keys,
         auto_partition,
-        schema: Arc::new(parsed),
+        schema: parsed,
         table_id: int("table_id")?,
         path,
         schema_id: int("schema_id")? as i32,
@@ -966,13 +1083,114 @@ mod tests {
         assert_eq!(v["bucket_count"], 1);
     }
 
+    /// A primary-key table of columns a (INT), b (STRING), c (STRING) with
+    /// the given primary key, partition keys, bucket keys and properties.
+    fn pk_table(pk: &[&str], partition: &[&str], bucket: &[&str], props: &str) -> String {
+        let list = |names: &[&str]| serde_json::to_string(names).unwrap();
+        format!(
+            r#"{{"version":1,"schema":{{"version":1,"columns":[{{"name":"a","data_type":{{"type":"INTEGER","nullable":false}}}},{{"name":"b","data_type":{{"type":"STRING","nullable":false}}}},{{"name":"c","data_type":{{"type":"STRING"}}}}],"primary_key":{}}},"partition_key":{},"bucket_key":{},"bucket_count":2,"properties":{{{props}}},"custom_properties":{{}}}}"#,
+            list(pk),
+            list(partition),
+            list(bucket)
+        )
+    }
+
     #[test]
-    fn primary_key_tables_are_refused_until_supported() {
-        let json = LOG_TABLE.replace(r#""columns""#, r#""primary_key":["a"],"columns""#);
+    fn primary_key_tables_get_fluss_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = open(dir.path());
+        c.create_database("db", None, false).unwrap();
+        let t = c
+            .create_table(
+                &path("t"),
+                pk_table(&["a", "b"], &["b"], &[], "").as_bytes(),
+                false,
+            )
+            .unwrap()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&t.table_json).unwrap();
+        assert_eq!(
+            v["bucket_key"],
+            json!(["a"]),
+            "the key minus partition keys"
+        );
+        assert_eq!(v["properties"]["table.kv.format-version"], "2");
+        let kv = t.kv.as_ref().expect("a primary-key table has a KV view");
+        assert_eq!(kv.key_positions, vec![0]);
+
+        let t = c
+            .create_table(
+                &path("f"),
+                pk_table(&["a"], &[], &[], r#""table.merge-engine":"first_row""#).as_bytes(),
+                false,
+            )
+            .unwrap()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&t.table_json).unwrap();
+        assert_eq!(v["properties"]["table.delete.behavior"], "IGNORE");
+        drop(c);
+        let c = open(dir.path());
+        assert!(c.table(&path("t")).unwrap().unwrap().has_primary_key());
+        assert!(c.table(&path("f")).unwrap().unwrap().has_primary_key());
+    }
+
+    #[test]
+    fn primary_key_tables_refuse_what_fluss_refuses() {
         check_refused(
-            &json,
+            &pk_table(&["a"], &["b"], &[], ""),
             ErrorCode::InvalidTableException,
-            "primary-key tables are not supported",
+            "is a subset of the primary key",
+        );
+        check_refused(
+            &pk_table(&["a", "b"], &[], &["c"], ""),
+            ErrorCode::InvalidTableException,
+            "Bucket keys must be a subset of primary keys",
+        );
+        check_refused(
+            &LOG_TABLE.replace(
+                r#""properties":{}"#,
+                r#""properties":{"table.merge-engine":"first_row"}"#,
+            ),
+            ErrorCode::InvalidConfigException,
+            "primary-key table",
+        );
+        check_refused(
+            &LOG_TABLE.replace(
+                r#""properties":{}"#,
+                r#""properties":{"table.delete.behavior":"IGNORE"}"#,
+            ),
+            ErrorCode::InvalidConfigException,
+            "table.delete.behavior",
+        );
+        check_refused(
+            &pk_table(
+                &["a"],
+                &[],
+                &[],
+                r#""table.merge-engine":"versioned","table.merge-engine.versioned.ver-column":"a","table.delete.behavior":"ALLOW""#,
+            ),
+            ErrorCode::InvalidConfigException,
+            "allow",
+        );
+        check_refused(
+            &pk_table(&["a"], &[], &[], r#""table.kv.format":"PARQUET""#),
+            ErrorCode::InvalidConfigException,
+            "table.kv.format",
+        );
+        check_refused(
+            &pk_table(&["a"], &[], &[], r#""table.kv.format-version":"3""#),
+            ErrorCode::InvalidConfigException,
+            "Unsupported kv format version 3",
+        );
+        check_refused(
+            &pk_table(
+                &["a"],
+                &[],
+                &[],
+                r#""table.merge-engine":"aggregation","table.changelog.image":"WAL""#,
+            ),
+            ErrorCode::InvalidConfigException,
+            "FULL",
         );
     }
 

@@ -1,0 +1,166 @@
+//! [`KvTable`]: everything about a primary-key table that the KV path
+//! derives from its schema and options, computed once when the table is
+//! created or loaded and shared by its buckets, so the per-record path only
+//! reads it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow_schema::SchemaRef;
+use fjord_format::arrow_log::ArrowCompression;
+use fjord_format::arrow_schema::to_arrow_schema;
+use fjord_format::row::key::{KeyDecoder, KeyEncoder};
+use fjord_format::row::{RowCodec, RowFormat};
+use fjord_format::types::{DataType, TypeKind};
+use fjord_format::Schema;
+
+use super::merge::{ChangelogImage, MergeOptions};
+use crate::error::{ApiError, ErrorCode};
+
+/// Table option naming the format of stored rows (Fluss `table.kv.format`).
+pub const TABLE_KV_FORMAT: &str = "table.kv.format";
+
+/// A primary-key table as its KV tablets see it. Immutable; shared as
+/// `Arc<KvTable>` by every bucket of the table (and of its partitions).
+#[derive(Debug)]
+pub struct KvTable {
+    /// The schema id rows are written with (the table's current schema).
+    pub schema_id: i16,
+    /// The table schema.
+    pub schema: Arc<Schema>,
+    /// The stored-row codec (`table.kv.format`: COMPACTED or INDEXED).
+    pub rows: RowCodec,
+    /// Column positions of the physical primary key (the primary key minus
+    /// partition keys, in primary-key order): what a stored key encodes.
+    pub key_positions: Vec<usize>,
+    /// Encodes physical primary keys from rows (the changelog replay).
+    pub keys: KeyEncoder,
+    /// Checks that bytes are one physical primary key of this table.
+    pub key_check: KeyDecoder,
+    /// Checks bucket keys, the prefixes of a prefix lookup; `None` when the
+    /// bucket key is not a strict prefix of the physical primary key, where
+    /// prefix lookups are refused.
+    pub prefix_check: Option<KeyDecoder>,
+    /// Merge engine, delete behaviour and changelog image.
+    pub merge: MergeOptions,
+    /// The changelog's Arrow schema (the table's columns).
+    pub arrow_schema: SchemaRef,
+    /// The changelog's Arrow body compression (`table.log.arrow.compression.*`).
+    pub compression: ArrowCompression,
+}
+
+fn invalid_table(why: String) -> ApiError {
+    ApiError::new(ErrorCode::InvalidTableException, why)
+}
+
+/// Column types a primary key cannot have (Fluss's `KEY_UNSUPPORTED_TYPES`).
+fn is_nested(kind: &TypeKind) -> bool {
+    matches!(
+        kind,
+        TypeKind::Array(_) | TypeKind::Map { .. } | TypeKind::Row(_)
+    )
+}
+
+impl KvTable {
+    /// Derives the KV view of a table, refusing what Fluss refuses for
+    /// primary-key tables (and what Fjord does not support yet) with Fluss's
+    /// error code and a message naming the problem.
+    pub fn new(
+        schema: Arc<Schema>,
+        schema_id: i32,
+        partition_keys: &[String],
+        bucket_keys: &[String],
+        properties: &BTreeMap<String, String>,
+    ) -> Result<Self, ApiError> {
+        let Some(primary_key) = schema.primary_key() else {
+            return Err(ApiError::new(
+                ErrorCode::NonPrimaryKeyTableException,
+                "the table has no primary key",
+            ));
+        };
+        let columns = schema.columns();
+        for name in primary_key {
+            let column = &columns[schema.column_index(name).unwrap_or(0)];
+            if is_nested(column.data_type.kind()) {
+                return Err(invalid_table(format!(
+                    "Primary key column '{name}' has unsupported data type {}. Currently, primary key column does not support types: [ARRAY, MAP, ROW].",
+                    column.data_type
+                )));
+            }
+        }
+        if let Some(column) = columns.iter().find(|c| is_nested(c.data_type.kind())) {
+            return Err(invalid_table(format!(
+                "column '{}' has type {}: Fjord does not support ARRAY, MAP or ROW columns in primary-key tables yet",
+                column.name, column.data_type
+            )));
+        }
+        if let Some(name) = schema.auto_increment_columns().first() {
+            return Err(invalid_table(format!(
+                "column '{name}' is an auto-increment column, which Fjord does not support yet"
+            )));
+        }
+        let format = match properties.get(TABLE_KV_FORMAT) {
+            None => RowFormat::Compacted,
+            Some(name) => name.parse::<RowFormat>().map_err(|_| {
+                ApiError::new(
+                    ErrorCode::InvalidConfigException,
+                    format!("Invalid value for config '{TABLE_KV_FORMAT}'. Reason: '{name}' is not one of COMPACTED, INDEXED."),
+                )
+            })?,
+        };
+        let row_type: Vec<DataType> = columns.iter().map(|c| c.data_type.clone()).collect();
+        let rows = RowCodec::new(format, &row_type)
+            .map_err(|e| invalid_table(format!("the rows of this table cannot be stored: {e}")))?;
+        let key_positions: Vec<usize> = primary_key
+            .iter()
+            .filter(|k| !partition_keys.contains(k))
+            .filter_map(|k| schema.column_index(k))
+            .collect();
+        if key_positions.is_empty() {
+            return Err(invalid_table(format!(
+                "the primary key {primary_key:?} must hold a column that is not a partition key {partition_keys:?}"
+            )));
+        }
+        let keys = KeyEncoder::new(&row_type, &key_positions)
+            .map_err(|e| invalid_table(format!("the primary key cannot be encoded: {e}")))?;
+        let bucket_positions: Vec<usize> = bucket_keys
+            .iter()
+            .filter_map(|k| schema.column_index(k))
+            .collect();
+        let is_strict_prefix = bucket_positions.len() < key_positions.len()
+            && key_positions[..bucket_positions.len()] == bucket_positions[..];
+        let prefix_check = if is_strict_prefix && !bucket_positions.is_empty() {
+            let encoder = KeyEncoder::new(&row_type, &bucket_positions)
+                .map_err(|e| invalid_table(format!("the bucket key cannot be encoded: {e}")))?;
+            Some(encoder.decoder())
+        } else {
+            None
+        };
+        let merge = MergeOptions::from_table(&schema, properties)?;
+        let compression = ArrowCompression::from_table_properties(properties)
+            .map_err(|e| ApiError::new(ErrorCode::InvalidConfigException, e.to_string()))?;
+        let schema_id = i16::try_from(schema_id).map_err(|_| {
+            invalid_table(format!(
+                "schema id {schema_id} does not fit a KV batch header"
+            ))
+        })?;
+        Ok(Self {
+            schema_id,
+            arrow_schema: to_arrow_schema(&schema),
+            schema,
+            rows,
+            key_positions,
+            key_check: keys.decoder(),
+            keys,
+            prefix_check,
+            merge,
+            compression,
+        })
+    }
+
+    /// Whether the table keeps a live row count: not under the WAL
+    /// changelog image, whose updates do not say whether the key was new.
+    pub fn counts_rows(&self) -> bool {
+        self.merge.changelog_image() == ChangelogImage::Full
+    }
+}

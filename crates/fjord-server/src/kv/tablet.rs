@@ -1,0 +1,987 @@
+//! [`KvTablet`]: one bucket of a primary-key table — its KV store (current
+//! rows), its log tablet (the changelog, which is also the write-ahead
+//! log), and the pre-write buffer between them.
+//!
+//! ```text
+//! put(KV batch)   under the write lock, per record:
+//!                   old = pre-write buffer, else KV store
+//!                   merge(old, new) → outcome → changelog rows (+I, -U/+U, -D)
+//!                   stage the new value in the buffer (undo kept)
+//!                 one changelog batch (same writer id and batch sequence)
+//!                   → log tablet append (sequence checks, duplicates)
+//!                 ok: the staged values become a pending batch ending at the
+//!                     changelog offset after it; error or duplicate: undone
+//! flush(hw)       pending batches below the log's high watermark go into
+//!                 the KV store in one atomic write with the new applied
+//!                 offset, then leave the buffer
+//! open            replay the changelog from the store's applied offset
+//!                 to the high watermark (a store ahead of the log — a power
+//!                 cut under interval flushing — is rebuilt from the start)
+//! ```
+//!
+//! Readers (lookups, scans) read the KV store only: committed rows. The
+//! PutKv handler flushes before an acks=all answer, so an acknowledged write
+//! is visible to the next lookup. The store is never written past what the
+//! changelog holds durably, so after any crash the store is a prefix of the
+//! changelog and the replay brings it to exactly the acknowledged writes.
+
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::{Bytes, BytesMut};
+use fjord_format::arrow_log::{decode_log_batch, ArrowLogEncoder, ChangeType};
+use fjord_format::datum::Datum;
+use fjord_format::kv::batch::KvBatch;
+use fjord_format::log_batch::{self, BatchHeader, LogBatches, LOG_MAGIC_V0, NO_LEADER_EPOCH};
+use fjord_format::row::compacted::CompactedRowWriter;
+use fjord_format::row::indexed::{IndexedRowDecoder, IndexedRowWriter};
+use fjord_format::row::{FieldType, RowFormat};
+use fjord_storage::kv::{AppliedState, KvSnapshot, KvStore, KvValue};
+use fjord_storage::LogTablet;
+use tracing::{info, warn};
+
+use super::columns::{read_row, ColumnsBuilder};
+use super::merge::{AggMode, MergeError, MergeOutcome, RowMerger, RowSink};
+use super::table::KvTable;
+use crate::error::{ApiError, ErrorCode};
+use crate::replica::{storage_error, TableBucket};
+
+/// Bytes of the schema id in front of every stored value (`ValueEncoder`:
+/// `schemaId i16 LE ‖ row`).
+pub const SCHEMA_ID_BYTES: usize = 2;
+
+/// Most bytes of keys and values the pre-write buffer may hold (changes
+/// appended to the changelog but not yet applied to the KV store) before a
+/// PutKv is refused with STORAGE_BACKPRESSURE. They leave as soon as the
+/// changelog is durable, so only a stalled disk or KV store fills it.
+pub const PENDING_BYTES_MAX: usize = 256 << 20;
+
+/// Tables in a store's first LSM level at which writes are refused with
+/// STORAGE_BACKPRESSURE until compaction catches up (the engine itself
+/// starts slowing writes well before).
+pub const L0_TABLES_MAX: usize = 40;
+
+/// Bytes of changelog read per step of the replay at open.
+const REPLAY_READ_BYTES: usize = 8 << 20;
+
+/// Changes applied to the store per atomic write during the replay.
+const REPLAY_CHANGES_PER_WRITE: usize = 64 * 1024;
+
+/// Distinct (target columns, agg mode) mergers a tablet keeps; writers use
+/// one or two each, so this only bounds a client cycling through many.
+const MERGERS_MAX: usize = 16;
+
+/// Marks a buffer slot staged by the batch being put (not yet appended).
+const STAGED: i64 = i64::MAX;
+
+/// The result of a put.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PutOutcome {
+    /// The changelog offset after the batch's changelog batch (of the
+    /// original, for a duplicate): what the handler waits durable for, and
+    /// the `log_end_offset` answered.
+    pub end_offset: i64,
+    /// A retry of a batch already in the changelog: nothing was applied.
+    pub duplicate: bool,
+}
+
+/// The latest value staged or pending for a key in the buffer.
+#[derive(Clone)]
+struct Slot {
+    /// `schemaId ‖ row`, or `None` for a delete.
+    value: Option<Bytes>,
+    /// End offset of the pending batch that wrote it ([`STAGED`] while its
+    /// batch is being put).
+    end: i64,
+}
+
+/// The changes of one KV batch, appended to the changelog, waiting to be
+/// applied to the store.
+struct PendingBatch {
+    /// The changelog offset after this batch's changelog batch.
+    end: i64,
+    changes: Vec<(Bytes, Option<Bytes>)>,
+    row_delta: i64,
+    bytes: usize,
+}
+
+/// The pre-write buffer.
+#[derive(Default)]
+struct Pending {
+    latest: HashMap<Bytes, Slot>,
+    batches: VecDeque<PendingBatch>,
+    bytes: usize,
+}
+
+/// What a merger is built for: target column positions (`None`: full
+/// rows) and the agg mode.
+type MergerKey = (Option<Vec<usize>>, AggMode);
+
+/// A replay change: key range and value range (`None`: delete) into the
+/// replay's key and value buffers.
+type ReplayChange = (std::ops::Range<usize>, Option<std::ops::Range<usize>>);
+
+/// What the put path owns under the write lock, reused batch after batch.
+struct WriteState {
+    pending: Pending,
+    /// Live rows including pending batches.
+    rows: i64,
+    mergers: Vec<(MergerKey, RowMerger)>,
+    columns: ColumnsBuilder,
+    change_types: Vec<u8>,
+    encoder: ArrowLogEncoder,
+    changelog: Vec<u8>,
+    /// The value of a merged row being written (`schemaId ‖ row`).
+    merged: Vec<u8>,
+    /// Staged changes of the batch being put.
+    staged: Vec<(Bytes, Option<Bytes>)>,
+    /// Buffer slots the batch being put replaced, to restore on failure.
+    undo: Vec<(Bytes, Option<Slot>)>,
+    /// Reused datum vectors (see [`recycle`]).
+    old_datums: Vec<Datum<'static>>,
+    new_datums: Vec<Datum<'static>>,
+    merged_datums: Vec<Datum<'static>>,
+}
+
+/// Empties `v` and hands its allocation back with another lifetime: the
+/// datums of one record borrow that record's bytes, and the vectors are
+/// reused for the next record without allocating (the in-place collect
+/// reuses the buffer; no element survives, so no borrow outlives its bytes).
+fn recycle<'a, 'b>(mut v: Vec<Datum<'a>>) -> Vec<Datum<'b>> {
+    v.clear();
+    v.into_iter().map(|_| Datum::Null).collect()
+}
+
+/// Writes a merged row into the stored-value buffer in the table's row
+/// format, after the schema id.
+enum StoredRowSink<'t, 'b> {
+    Compacted {
+        writer: CompactedRowWriter<'b>,
+        fields: &'t [FieldType],
+        next: usize,
+    },
+    Indexed(IndexedRowWriter<'t, 'b>),
+}
+
+impl<'t, 'b> StoredRowSink<'t, 'b> {
+    fn new(
+        table: &'t KvTable,
+        layout: Option<&'t IndexedRowDecoder>,
+        out: &'b mut Vec<u8>,
+    ) -> Self {
+        out.clear();
+        out.extend_from_slice(&table.schema_id.to_le_bytes());
+        match layout {
+            Some(layout) => StoredRowSink::Indexed(IndexedRowWriter::new(layout, out)),
+            None => {
+                let fields = table.rows.fields();
+                StoredRowSink::Compacted {
+                    writer: CompactedRowWriter::new(out, fields.len()),
+                    fields,
+                    next: 0,
+                }
+            }
+        }
+    }
+
+    fn finish(&self) -> Result<(), ApiError> {
+        let done = match self {
+            StoredRowSink::Compacted { writer, .. } => writer.finish().map(|_| ()),
+            StoredRowSink::Indexed(writer) => writer.finish().map(|_| ()),
+        };
+        done.map_err(|e| {
+            ApiError::new(
+                ErrorCode::UnknownServerError,
+                format!("the merged row is incomplete: {e}"),
+            )
+        })
+    }
+}
+
+impl RowSink for StoredRowSink<'_, '_> {
+    fn write(&mut self, value: &Datum<'_>) -> Result<(), MergeError> {
+        let written = match self {
+            StoredRowSink::Compacted {
+                writer,
+                fields,
+                next,
+            } => {
+                let field = fields.get(*next).copied();
+                *next += 1;
+                match field {
+                    Some(field) => writer.write_datum(field, value),
+                    None => {
+                        return Err(MergeError::Sink(ApiError::new(
+                            ErrorCode::UnknownServerError,
+                            "the merged row has more fields than the table",
+                        )))
+                    }
+                }
+            }
+            StoredRowSink::Indexed(writer) => writer.write_datum(value),
+        };
+        written.map_err(|e| {
+            MergeError::Sink(ApiError::new(
+                ErrorCode::UnknownServerError,
+                format!("cannot store the merged row: {e}"),
+            ))
+        })
+    }
+}
+
+/// One bucket of a primary-key table. Share it as `Arc<KvTablet>`.
+pub struct KvTablet {
+    table: Arc<KvTable>,
+    bucket: TableBucket,
+    log: Arc<LogTablet>,
+    store: KvStore,
+    /// The INDEXED row layout, for INDEXED tables.
+    indexed_layout: Option<IndexedRowDecoder>,
+    write: Mutex<WriteState>,
+    /// Serializes flushes, so pending batches reach the store in order.
+    flush: Mutex<AppliedState>,
+}
+
+impl std::fmt::Debug for KvTablet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KvTablet")
+            .field("bucket", &self.bucket)
+            .finish()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn corrupt_record(bucket: TableBucket, what: String) -> ApiError {
+    ApiError::new(
+        ErrorCode::CorruptRecordException,
+        format!("{bucket}: {what}; nothing of the batch was written"),
+    )
+}
+
+impl KvTablet {
+    /// Opens the tablet of `bucket` over its changelog `log` and its store,
+    /// bringing the store up to the changelog's high watermark (blocking:
+    /// call it from a blocking context).
+    pub fn open(
+        table: Arc<KvTable>,
+        bucket: TableBucket,
+        log: Arc<LogTablet>,
+        store: KvStore,
+    ) -> Result<Self, ApiError> {
+        let storage = |e| storage_error(bucket, e);
+        let encoder = ArrowLogEncoder::new(table.arrow_schema.clone(), table.compression)
+            .map_err(|e| ApiError::new(ErrorCode::UnknownServerError, e.to_string()))?;
+        let columns = ColumnsBuilder::new(table.arrow_schema.clone())
+            .map_err(|e| ApiError::new(ErrorCode::InvalidTableException, e.to_string()))?;
+        let indexed_layout =
+            match table.rows.format() {
+                RowFormat::Indexed => {
+                    let row_type: Vec<_> = table
+                        .schema
+                        .columns()
+                        .iter()
+                        .map(|c| c.data_type.clone())
+                        .collect();
+                    Some(IndexedRowDecoder::new(&row_type).map_err(|e| {
+                        ApiError::new(ErrorCode::InvalidTableException, e.to_string())
+                    })?)
+                }
+                RowFormat::Compacted => None,
+            };
+        let mut applied = store.applied().map_err(storage)?;
+        let high_watermark = log.high_watermark();
+        if applied.offset > high_watermark || applied.offset < log.log_start_offset() {
+            warn!(
+                %bucket,
+                applied = applied.offset,
+                log_start = log.log_start_offset(),
+                high_watermark,
+                "the KV store does not match its changelog; rebuilding it from the changelog"
+            );
+            applied = AppliedState {
+                offset: log.log_start_offset(),
+                row_count: 0,
+            };
+            store.clear(applied).map_err(storage)?;
+        }
+        let tablet = Self {
+            write: Mutex::new(WriteState {
+                pending: Pending::default(),
+                rows: applied.row_count,
+                mergers: Vec::new(),
+                columns,
+                change_types: Vec::new(),
+                encoder,
+                changelog: Vec::new(),
+                merged: Vec::new(),
+                staged: Vec::new(),
+                undo: Vec::new(),
+                old_datums: Vec::new(),
+                new_datums: Vec::new(),
+                merged_datums: Vec::new(),
+            }),
+            flush: Mutex::new(applied),
+            indexed_layout,
+            table,
+            bucket,
+            log,
+            store,
+        };
+        if applied.offset < high_watermark {
+            let replayed = tablet.replay(applied, high_watermark)?;
+            info!(
+                %bucket,
+                from = applied.offset,
+                to = replayed.offset,
+                rows = replayed.row_count,
+                "replayed the changelog into the KV store"
+            );
+            *lock(&tablet.flush) = replayed;
+            lock(&tablet.write).rows = replayed.row_count;
+        }
+        Ok(tablet)
+    }
+
+    /// The bucket this tablet is.
+    pub fn bucket(&self) -> TableBucket {
+        self.bucket
+    }
+
+    /// A point-in-time view of the store and the applied state it stands
+    /// for (taken together: the store only moves under the flush lock).
+    pub fn snapshot(&self) -> (KvSnapshot, AppliedState) {
+        let applied = lock(&self.flush);
+        (self.store.snapshot(), *applied)
+    }
+
+    /// The table this tablet belongs to.
+    pub fn table(&self) -> &Arc<KvTable> {
+        &self.table
+    }
+
+    /// The bucket's changelog.
+    pub fn log(&self) -> &Arc<LogTablet> {
+        &self.log
+    }
+
+    /// The bucket's KV store (committed rows: what readers see).
+    pub fn store(&self) -> &KvStore {
+        &self.store
+    }
+
+    /// What the store holds: the changelog offset it is applied up to and
+    /// its live rows.
+    pub fn applied(&self) -> AppliedState {
+        *lock(&self.flush)
+    }
+
+    /// How close the tablet is to refusing writes, 0 (none) to 1 (refusing):
+    /// the larger of the pre-write buffer's fill and the store's first-level
+    /// table count against their maxima.
+    pub fn pressure(&self) -> f32 {
+        let pending = lock(&self.write).pending.bytes as f32 / PENDING_BYTES_MAX as f32;
+        let l0 = self.store.l0_table_count() as f32 / L0_TABLES_MAX as f32;
+        pending.max(l0).min(1.0)
+    }
+
+    /// Merges one KV batch into the bucket and appends its changelog batch
+    /// (blocking: it writes to the log). `target_columns` empty means full
+    /// rows. Nothing of a refused batch is written anywhere.
+    pub fn put(
+        &self,
+        records: &[u8],
+        target_columns: &[i32],
+        agg_mode: AggMode,
+        now_ms: i64,
+    ) -> Result<PutOutcome, ApiError> {
+        let bucket = self.bucket;
+        let table = &*self.table;
+        let batch = KvBatch::validate(records).map_err(|e| {
+            ApiError::new(
+                ErrorCode::CorruptMessage,
+                format!("{bucket}: the KV batch is corrupt: {e}"),
+            )
+        })?;
+        if batch.schema_id() != table.schema_id {
+            return Err(ApiError::new(
+                ErrorCode::SchemaNotExist,
+                format!(
+                    "{bucket}: the KV batch has schema id {}, but the table's schema id is {}",
+                    batch.schema_id(),
+                    table.schema_id
+                ),
+            ));
+        }
+        let targets = target_positions(table, target_columns)?;
+
+        let mut guard = lock(&self.write);
+        let st = &mut *guard;
+        if st.pending.bytes >= PENDING_BYTES_MAX {
+            return Err(ApiError::new(
+                ErrorCode::StorageBackpressureException,
+                format!(
+                    "{bucket}: {} bytes of changes wait for the KV store; retry later",
+                    st.pending.bytes
+                ),
+            ));
+        }
+        let merger = merger_index(st, table, targets, agg_mode)?;
+        let mut arena = BytesMut::with_capacity(
+            records.len() + batch.record_count().max(0) as usize * SCHEMA_ID_BYTES,
+        );
+        st.staged.clear();
+        st.undo.clear();
+        st.change_types.clear();
+        let mut row_delta = 0i64;
+        let merged = self.merge_records(st, merger, &batch, &mut arena, &mut row_delta);
+        if let Err(e) = merged {
+            st.columns.clear();
+            undo(st);
+            return Err(e);
+        }
+
+        let header = BatchHeader {
+            magic: LOG_MAGIC_V0,
+            base_offset: 0,
+            commit_timestamp: 0,
+            leader_epoch: NO_LEADER_EPOCH,
+            schema_id: table.schema_id,
+            attributes: 0,
+            last_offset_delta: 0,
+            writer_id: batch.writer_id(),
+            batch_sequence: batch.batch_sequence(),
+            record_count: 0,
+        };
+        st.changelog.clear();
+        let encoded = if st.columns.is_empty() {
+            // Nothing changed: a header-only batch still takes an offset and
+            // the writer's sequence, so the next batch is in order.
+            log_batch::write_batch(&mut st.changelog, &header, &[], &[])
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        } else {
+            match st.columns.finish() {
+                Ok(rows) => st
+                    .encoder
+                    .encode(&rows, &header, Some(&st.change_types), &mut st.changelog)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        if let Err(e) = encoded {
+            undo(st);
+            return Err(ApiError::new(
+                ErrorCode::UnknownServerError,
+                format!("{bucket}: cannot encode the changelog batch: {e}"),
+            ));
+        }
+        let appended = match self.log.append(&st.changelog, now_ms) {
+            Ok(info) => info,
+            Err(e) => {
+                undo(st);
+                return Err(storage_error(bucket, e));
+            }
+        };
+        if appended.duplicate {
+            undo(st);
+            return Ok(PutOutcome {
+                end_offset: appended.last_offset + 1,
+                duplicate: true,
+            });
+        }
+        let end = appended.last_offset + 1;
+        let mut bytes = 0;
+        for (key, value) in &st.staged {
+            bytes += key.len() + value.as_ref().map_or(0, Bytes::len);
+            if let Some(slot) = st.pending.latest.get_mut(key) {
+                if slot.end == STAGED {
+                    slot.end = end;
+                }
+            }
+        }
+        st.pending.bytes += bytes;
+        st.rows += row_delta;
+        st.pending.batches.push_back(PendingBatch {
+            end,
+            changes: std::mem::take(&mut st.staged),
+            row_delta,
+            bytes,
+        });
+        st.undo.clear();
+        Ok(PutOutcome {
+            end_offset: end,
+            duplicate: false,
+        })
+    }
+
+    /// The per-record loop of [`KvTablet::put`]: merge, changelog rows,
+    /// staged values.
+    fn merge_records(
+        &self,
+        st: &mut WriteState,
+        merger: usize,
+        batch: &KvBatch<'_>,
+        arena: &mut BytesMut,
+        row_delta: &mut i64,
+    ) -> Result<(), ApiError> {
+        let bucket = self.bucket;
+        let table = &*self.table;
+        let counts_rows = table.counts_rows();
+        let full_image = counts_rows;
+        let (passes_through, old_for_upsert, old_for_delete) = {
+            let m = &st.mergers[merger].1;
+            (
+                m.passes_new_row_through(),
+                m.needs_old_value_for_upsert(),
+                m.needs_old_value_for_delete(),
+            )
+        };
+        for (index, record) in batch.records().enumerate() {
+            table.key_check.validate_key(record.key).map_err(|e| {
+                corrupt_record(
+                    bucket,
+                    format!("record {index}: the key is not a primary key of this table: {e}"),
+                )
+            })?;
+            let needs_old = match record.row {
+                Some(_) => old_for_upsert,
+                None => old_for_delete,
+            };
+            let old = if needs_old {
+                self.old_value(&st.pending, record.key)?
+            } else {
+                None
+            };
+            let result = (|| -> Result<Option<bool>, ApiError> {
+                // Reused across records; lost only on the error path.
+                let mut old_datums = recycle(std::mem::take(&mut st.old_datums));
+                let mut new_datums = recycle(std::mem::take(&mut st.new_datums));
+                let mut merged_datums = recycle(std::mem::take(&mut st.merged_datums));
+                if let Some(old) = &old {
+                    let row = old.get(SCHEMA_ID_BYTES..).unwrap_or_default();
+                    table.rows.decode(row, &mut old_datums).map_err(|e| {
+                        ApiError::new(
+                            ErrorCode::KvStorageException,
+                            format!("{bucket}: a stored row does not decode: {e}"),
+                        )
+                    })?;
+                }
+                let old_row = old.as_ref().map(|_| &old_datums[..]);
+                let mut sink =
+                    StoredRowSink::new(table, self.indexed_layout.as_ref(), &mut st.merged);
+                let outcome = match record.row {
+                    Some(row) => {
+                        table.rows.decode(row, &mut new_datums).map_err(|e| {
+                            corrupt_record(
+                                bucket,
+                                format!("record {index}: the row does not match the table's schema: {e}"),
+                            )
+                        })?;
+                        st.mergers[merger].1.upsert(old_row, &new_datums, &mut sink)
+                    }
+                    None => st.mergers[merger].1.delete(old_row, &mut sink),
+                }
+                .map_err(|e| prefix_error(bucket, e.into()))?;
+                let new_value: Option<&[u8]> = match outcome {
+                    MergeOutcome::Insert | MergeOutcome::Update => {
+                        if passes_through {
+                            None
+                        } else {
+                            sink.finish()?;
+                            table
+                                .rows
+                                .decode(&st.merged[SCHEMA_ID_BYTES..], &mut merged_datums)
+                                .map_err(|e| {
+                                    ApiError::new(
+                                        ErrorCode::UnknownServerError,
+                                        format!("{bucket}: the merged row does not decode: {e}"),
+                                    )
+                                })?;
+                            Some(&st.merged)
+                        }
+                    }
+                    MergeOutcome::Delete | MergeOutcome::NoChange => None,
+                };
+                let new_row: &[Datum<'_>] = if passes_through {
+                    &new_datums
+                } else {
+                    &merged_datums
+                };
+                let append = |st_columns: &mut ColumnsBuilder,
+                              types: &mut Vec<u8>,
+                              change: ChangeType,
+                              row: &[Datum<'_>]| {
+                    types.push(change as u8);
+                    st_columns.append(row).map_err(|e| {
+                        ApiError::new(
+                            ErrorCode::UnknownServerError,
+                            format!("{bucket}: cannot add a row to the changelog: {e}"),
+                        )
+                    })
+                };
+                let staged_value = match outcome {
+                    MergeOutcome::NoChange => None,
+                    MergeOutcome::Insert => {
+                        append(
+                            &mut st.columns,
+                            &mut st.change_types,
+                            ChangeType::Insert,
+                            new_row,
+                        )?;
+                        *row_delta += 1;
+                        Some(true)
+                    }
+                    MergeOutcome::Update => {
+                        if full_image && old.is_some() {
+                            append(
+                                &mut st.columns,
+                                &mut st.change_types,
+                                ChangeType::UpdateBefore,
+                                &old_datums,
+                            )?;
+                        }
+                        append(
+                            &mut st.columns,
+                            &mut st.change_types,
+                            ChangeType::UpdateAfter,
+                            new_row,
+                        )?;
+                        Some(true)
+                    }
+                    MergeOutcome::Delete => {
+                        append(
+                            &mut st.columns,
+                            &mut st.change_types,
+                            ChangeType::Delete,
+                            &old_datums,
+                        )?;
+                        *row_delta -= 1;
+                        Some(false)
+                    }
+                };
+                let _ = new_value;
+                st.old_datums = recycle(old_datums);
+                st.new_datums = recycle(new_datums);
+                st.merged_datums = recycle(merged_datums);
+                Ok(staged_value)
+            })();
+            let Some(puts) = result? else {
+                continue;
+            };
+            arena.extend_from_slice(record.key);
+            let key = arena.split().freeze();
+            let value = if puts {
+                if passes_through {
+                    arena.extend_from_slice(&table.schema_id.to_le_bytes());
+                    arena.extend_from_slice(record.row.unwrap_or_default());
+                } else {
+                    arena.extend_from_slice(&st.merged);
+                }
+                Some(arena.split().freeze())
+            } else {
+                None
+            };
+            stage(st, key, value);
+        }
+        if !counts_rows {
+            *row_delta = 0;
+        }
+        Ok(())
+    }
+
+    /// The value the key has now: the buffer's latest (staged or pending),
+    /// else the store's.
+    fn old_value(&self, pending: &Pending, key: &[u8]) -> Result<Option<OldValue>, ApiError> {
+        if let Some(slot) = pending.latest.get(key) {
+            return Ok(slot.value.clone().map(OldValue::Buffered));
+        }
+        self.store
+            .get(key)
+            .map(|v| v.map(OldValue::Stored))
+            .map_err(|e| storage_error(self.bucket, e))
+    }
+
+    /// Applies every pending batch that ends at or below `upto` (the
+    /// changelog's high watermark) to the store, in one atomic write with
+    /// the new applied state (blocking).
+    pub fn flush(&self, upto: i64) -> Result<(), ApiError> {
+        let mut applied = lock(&self.flush);
+        let batches: Vec<PendingBatch> = {
+            let mut st = lock(&self.write);
+            let ready = st
+                .pending
+                .batches
+                .iter()
+                .take_while(|b| b.end <= upto)
+                .count();
+            st.pending.batches.drain(..ready).collect()
+        };
+        let Some(last) = batches.last() else {
+            return Ok(());
+        };
+        let state = AppliedState {
+            offset: last.end,
+            row_count: applied.row_count + batches.iter().map(|b| b.row_delta).sum::<i64>(),
+        };
+        let changes = batches.iter().flat_map(|b| {
+            b.changes
+                .iter()
+                .map(|(k, v)| (&k[..], v.as_ref().map(|v| &v[..])))
+        });
+        if let Err(e) = self.store.apply(changes, state) {
+            // Back to the front of the queue: the next flush retries them.
+            let mut st = lock(&self.write);
+            for batch in batches.into_iter().rev() {
+                st.pending.batches.push_front(batch);
+            }
+            return Err(storage_error(self.bucket, e));
+        }
+        *applied = state;
+        let mut st = lock(&self.write);
+        for batch in &batches {
+            for (key, _) in &batch.changes {
+                if let Entry::Occupied(slot) = st.pending.latest.entry(key.clone()) {
+                    if slot.get().end == batch.end {
+                        slot.remove();
+                    }
+                }
+            }
+            st.pending.bytes -= batch.bytes;
+        }
+        Ok(())
+    }
+
+    /// Replays the changelog from `from` to `to` into the store: `+I` and
+    /// `+U` rows put their key, `-D` rows delete it, `-U` rows are skipped
+    /// (every changelog row is a full image).
+    fn replay(&self, from: AppliedState, to: i64) -> Result<AppliedState, ApiError> {
+        let bucket = self.bucket;
+        let table = &*self.table;
+        let storage = |e| storage_error(bucket, e);
+        let corrupt = |offset: i64, why: String| {
+            ApiError::new(
+                ErrorCode::KvStorageException,
+                format!(
+                    "{bucket}: the changelog batch at offset {offset} cannot be replayed: {why}"
+                ),
+            )
+        };
+        let mut state = from;
+        let mut keys: Vec<u8> = Vec::new();
+        let mut values: Vec<u8> = Vec::new();
+        // (key range, value range or None) into `keys` / `values`.
+        let mut changes: Vec<ReplayChange> = Vec::new();
+        let mut datums: Vec<Datum<'_>> = Vec::new();
+        let flush = |state: AppliedState,
+                     keys: &mut Vec<u8>,
+                     values: &mut Vec<u8>,
+                     changes: &mut Vec<ReplayChange>|
+         -> Result<(), ApiError> {
+            self.store
+                .apply(
+                    changes
+                        .iter()
+                        .map(|(k, v)| (&keys[k.clone()], v.clone().map(|v| &values[v]))),
+                    state,
+                )
+                .map_err(storage)?;
+            keys.clear();
+            values.clear();
+            changes.clear();
+            Ok(())
+        };
+        while state.offset < to {
+            let read = self
+                .log
+                .read(state.offset, REPLAY_READ_BYTES)
+                .map_err(storage)?;
+            if read.records.is_empty() {
+                break;
+            }
+            let mut batches = LogBatches::new(&read.records);
+            while let Some(batch) = batches.next() {
+                let batch = batch.map_err(|e| corrupt(state.offset, e.to_string()))?;
+                let next = batch.next_offset();
+                if next <= state.offset {
+                    continue;
+                }
+                if next > to {
+                    break;
+                }
+                if batch.record_count() > 0 {
+                    let start = batches.position() - batch.size_in_bytes();
+                    let bytes = read.records.slice(start..start + batch.size_in_bytes());
+                    let decoded = decode_log_batch(&bytes.into(), table.arrow_schema.clone())
+                        .map_err(|e| corrupt(batch.base_offset(), e.to_string()))?;
+                    let Some(types) = decoded.change_types.as_ref() else {
+                        return Err(corrupt(
+                            batch.base_offset(),
+                            "an append-only batch in a primary-key table's changelog".into(),
+                        ));
+                    };
+                    let schema_id = batch.schema_id();
+                    for (row, &change) in types.as_slice().iter().enumerate() {
+                        let change =
+                            ChangeType::from_byte(change).unwrap_or(ChangeType::UpdateBefore);
+                        if change == ChangeType::UpdateBefore {
+                            continue;
+                        }
+                        let mut row_datums = recycle(std::mem::take(&mut datums));
+                        read_row(&decoded.records, row, &mut row_datums)
+                            .map_err(|e| corrupt(batch.base_offset(), e.to_string()))?;
+                        let key = table
+                            .keys
+                            .encode_datums(&row_datums, &mut keys)
+                            .map_err(|e| corrupt(batch.base_offset(), e.to_string()))?;
+                        let value = if change == ChangeType::Delete {
+                            state.row_count -= 1;
+                            None
+                        } else {
+                            if change == ChangeType::Insert {
+                                state.row_count += 1;
+                            }
+                            let start = values.len();
+                            values.extend_from_slice(&schema_id.to_le_bytes());
+                            table
+                                .rows
+                                .encode(&row_datums, &mut values)
+                                .map_err(|e| corrupt(batch.base_offset(), e.to_string()))?;
+                            Some(start..values.len())
+                        };
+                        datums = recycle(row_datums);
+                        changes.push((key, value));
+                    }
+                }
+                state.offset = next;
+                if changes.len() >= REPLAY_CHANGES_PER_WRITE {
+                    flush(state, &mut keys, &mut values, &mut changes)?;
+                }
+            }
+        }
+        if !table.counts_rows() {
+            state.row_count = 0;
+        }
+        flush(state, &mut keys, &mut values, &mut changes)?;
+        Ok(state)
+    }
+
+    /// The live row count, if the table keeps one (committed rows).
+    pub fn row_count(&self) -> Option<i64> {
+        self.table.counts_rows().then(|| self.applied().row_count)
+    }
+}
+
+/// A key's current value, from the buffer or the store.
+enum OldValue {
+    Buffered(Bytes),
+    Stored(KvValue),
+}
+
+impl std::ops::Deref for OldValue {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            OldValue::Buffered(b) => b,
+            OldValue::Stored(v) => v,
+        }
+    }
+}
+
+/// Records `key → value` as the batch's latest change of the key, keeping
+/// what it replaced for [`undo`].
+fn stage(st: &mut WriteState, key: Bytes, value: Option<Bytes>) {
+    let slot = Slot {
+        value: value.clone(),
+        end: STAGED,
+    };
+    let previous = match st.pending.latest.entry(key.clone()) {
+        Entry::Occupied(mut e) => {
+            let prev = std::mem::replace(e.get_mut(), slot);
+            (prev.end != STAGED).then_some(prev)
+        }
+        Entry::Vacant(e) => {
+            e.insert(slot);
+            None
+        }
+    };
+    st.undo.push((key.clone(), previous));
+    st.staged.push((key, value));
+}
+
+/// Restores every buffer slot the batch being put replaced.
+fn undo(st: &mut WriteState) {
+    for (key, previous) in st.undo.drain(..).rev() {
+        match previous {
+            Some(slot) => {
+                st.pending.latest.insert(key, slot);
+            }
+            None => {
+                // Only a slot this batch staged first may go.
+                if st.pending.latest.get(&key).is_some_and(|s| s.end == STAGED) {
+                    st.pending.latest.remove(&key);
+                }
+            }
+        }
+    }
+    st.staged.clear();
+    st.change_types.clear();
+}
+
+fn prefix_error(bucket: TableBucket, e: ApiError) -> ApiError {
+    ApiError::new(e.code(), format!("{bucket}: {}", e.message()))
+}
+
+/// The target column positions of a request (`None`: full rows), checked
+/// against the table.
+fn target_positions(
+    table: &KvTable,
+    target_columns: &[i32],
+) -> Result<Option<Vec<usize>>, ApiError> {
+    if target_columns.is_empty() {
+        return Ok(None);
+    }
+    let arity = table.schema.columns().len();
+    target_columns
+        .iter()
+        .map(|&c| {
+            usize::try_from(c)
+                .ok()
+                .filter(|&c| c < arity)
+                .ok_or_else(|| {
+                    ApiError::new(
+                        ErrorCode::InvalidTargetColumn,
+                        format!("target column {c} is not a column of the table (it has {arity})"),
+                    )
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+/// The index of the merger for (targets, mode) in the tablet's cache,
+/// building it on first use.
+fn merger_index(
+    st: &mut WriteState,
+    table: &KvTable,
+    targets: Option<Vec<usize>>,
+    mode: AggMode,
+) -> Result<usize, ApiError> {
+    if let Some(i) = st
+        .mergers
+        .iter()
+        .position(|((t, m), _)| *t == targets && *m == mode)
+    {
+        return Ok(i);
+    }
+    let merger = RowMerger::new(&table.schema, &table.merge, targets.as_deref(), mode)?;
+    if st.mergers.len() >= MERGERS_MAX {
+        st.mergers.remove(0);
+    }
+    st.mergers.push(((targets, mode), merger));
+    Ok(st.mergers.len() - 1)
+}
