@@ -96,7 +96,7 @@ fn batch(day: &str) -> Vec<u8> {
 }
 
 async fn call(node: &Arc<Node>, request: Request) -> Response {
-    fjord_server::api::dispatch(node, request)
+    fjord_server::api::dispatch(node, request, 0)
         .await
         .expect("request succeeds")
 }

@@ -283,7 +283,9 @@ impl Dispatcher {
             },
             _ = self.shutdown.wait_for(|s| *s) => return false,
         };
-        let turn = (frame.header.api_key == ApiKey::ProduceLog as i16).then(|| self.appends.turn());
+        let turn = (frame.header.api_key == ApiKey::ProduceLog as i16
+            || frame.header.api_key == ApiKey::PutKv as i16)
+            .then(|| self.appends.turn());
         let node = Arc::clone(&self.node);
         let tx = self.tx.clone();
         tokio::spawn(async move {
@@ -420,7 +422,7 @@ async fn answer(
 ) -> Vec<Bytes> {
     let header = frame.header;
     let result = match decode_request(header.api_key, header.api_version, frame.body) {
-        Ok(request) => api::dispatch_in_turn(node, request, turn).await,
+        Ok(request) => api::dispatch_in_turn(node, request, header.api_version, turn).await,
         Err(e) => Err(e.to_api_error()),
     };
     let mut out = BytesMut::new();

@@ -142,9 +142,13 @@ async fn api_versions_advertises_what_is_served() {
         panic!()
     };
     let keys: Vec<i32> = v.api_versions.iter().map(|a| a.api_key).collect();
-    for key in [1000, 1001, 1005, 1012, 1014, 1015, 1021, 1026] {
+    for key in [
+        1000, 1001, 1005, 1012, 1014, 1015, 1016, 1017, 1021, 1023, 1026, 1033, 1034, 1059, 1061,
+    ] {
         assert!(keys.contains(&key), "{key} advertised");
     }
-    assert!(!keys.contains(&1016), "PutKv is not served");
+    let put_kv = v.api_versions.iter().find(|a| a.api_key == 1016).unwrap();
+    assert_eq!(put_kv.max_version, 3, "PutKv up to the version fluss-rs 1.0.0 asks for");
+    assert!(!keys.contains(&1049), "Rebalance is not served");
     server.stop().await;
 }

@@ -102,22 +102,35 @@ async fn duplicate_and_missing_objects_get_fluss_error_codes() {
 }
 
 #[tokio::test]
-async fn primary_key_table_is_refused_with_invalid_table() {
+async fn primary_key_tables_are_created_and_nested_keys_refused_with_invalid_table() {
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::start(dir.path()).await;
     let mut c = server.client().await;
     create_db_and_table(&mut c, "db", "t").await;
     let pk_json = LOG_TABLE_JSON.replace(r#""columns""#, r#""primary_key":["id"],"columns""#);
+    c.call(Request::CreateTable(pb::CreateTableRequest {
+        table_path: table_path("db", "pk"),
+        table_json: pk_json.into_bytes().into(),
+        ignore_if_exists: false,
+    }))
+    .await
+    .expect("a primary-key table is created");
+    let nested = LOG_TABLE_JSON
+        .replace(
+            r#"{"name":"name","data_type":{"type":"STRING"}}"#,
+            r#"{"name":"name","data_type":{"type":"ARRAY","element_type":{"type":"STRING"}}}"#,
+        )
+        .replace(r#""columns""#, r#""primary_key":["name"],"columns""#);
     let err = c
         .call(Request::CreateTable(pb::CreateTableRequest {
-            table_path: table_path("db", "pk"),
-            table_json: pk_json.into_bytes().into(),
+            table_path: table_path("db", "nested"),
+            table_json: nested.into_bytes().into(),
             ignore_if_exists: false,
         }))
         .await
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::InvalidTableException);
-    assert!(err.message().contains("primary-key"), "{err}");
+    assert!(err.message().contains("ARRAY"), "{err}");
     server.stop().await;
 }
 

@@ -692,7 +692,7 @@ async fn drop_database_cascade_deletes_partitioned_tables_data() {
 async fn runtime_free_while(node: &Arc<fjord_server::node::Node>, request: Request) -> bool {
     let done = AtomicBool::new(false);
     let work = async {
-        fjord_server::api::dispatch(node, request)
+        fjord_server::api::dispatch(node, request, 0)
             .await
             .expect("request succeeds");
         done.store(true, Ordering::SeqCst);

@@ -34,27 +34,36 @@ mod get_fs_security_token;
 mod get_table_info;
 mod get_table_schema;
 mod init_writer;
+mod kv_meta;
+mod kv_scans;
 mod list_databases;
 mod list_offsets;
 mod list_tables;
+mod lookup;
 mod metadata;
 mod partitions;
 mod produce_log;
+mod put_kv;
 mod table_exists;
 
 pub use append_lane::{AppendLane, AppendTurn};
 
 /// Runs `request` against `node` and returns its response or the error to
 /// answer with.
-pub async fn dispatch(node: &Arc<Node>, request: Request) -> Result<Response, ApiError> {
-    dispatch_in_turn(node, request, None).await
+pub async fn dispatch(
+    node: &Arc<Node>,
+    request: Request,
+    api_version: i16,
+) -> Result<Response, ApiError> {
+    dispatch_in_turn(node, request, api_version, None).await
 }
 
-/// As [`dispatch`]; a ProduceLog request with a `turn` appends in its
-/// connection's arrival order (see [`AppendLane`]).
+/// As [`dispatch`]; a ProduceLog or PutKv request with a `turn` appends in
+/// its connection's arrival order (see [`AppendLane`]).
 pub async fn dispatch_in_turn(
     node: &Arc<Node>,
     request: Request,
+    api_version: i16,
     turn: Option<AppendTurn>,
 ) -> Result<Response, ApiError> {
     Ok(match request {
@@ -85,18 +94,15 @@ pub async fn dispatch_in_turn(
         Request::ProduceLog(r) => Response::ProduceLog(produce_log::handle(node, r, turn).await?),
         Request::FetchLog(r) => Response::FetchLog(fetch_log::handle(node, r).await?),
         Request::ListOffsets(r) => Response::ListOffsets(list_offsets::handle(node, r).await?),
-        Request::PutKv(_)
-        | Request::Lookup(_)
-        | Request::PrefixLookup(_)
-        | Request::LimitScan(_)
-        | Request::ScanKv(_)
-        | Request::GetLatestKvSnapshots(_)
-        | Request::GetTableStats(_) => {
-            return Err(ApiError::new(
-                ErrorCode::NonPrimaryKeyTableException,
-                "primary-key tables are being built; no table accepts this request yet",
-            ))
+        Request::PutKv(r) => Response::PutKv(put_kv::handle(node, r, api_version, turn).await?),
+        Request::Lookup(r) => Response::Lookup(lookup::lookup(node, r).await?),
+        Request::PrefixLookup(r) => Response::PrefixLookup(lookup::prefix_lookup(node, r).await?),
+        Request::LimitScan(r) => Response::LimitScan(kv_scans::limit_scan(node, r).await),
+        Request::ScanKv(r) => Response::ScanKv(kv_scans::scan_kv(node, r).await),
+        Request::GetLatestKvSnapshots(r) => {
+            Response::GetLatestKvSnapshots(kv_meta::latest_kv_snapshots(node, r)?)
         }
+        Request::GetTableStats(r) => Response::GetTableStats(kv_meta::table_stats(node, r)?),
     })
 }
 

@@ -339,7 +339,7 @@ fn run_appends(appends: Vec<Append>) -> Vec<(Append, Result<AppendInfo, ApiError
 /// N fsync latencies instead of about one. A thread per extra bucket is
 /// only started under the fsync policy, where it is small next to the
 /// fsync it overlaps.
-fn wait_durable_all(
+pub(super) fn wait_durable_all(
     to_sync: Vec<(usize, Arc<Replica>, i64)>,
     report: bool,
 ) -> Vec<(usize, Result<(), ApiError>)> {

@@ -1,0 +1,210 @@
+//! Lookup (1017) and PrefixLookup (1034): point and prefix reads of the
+//! committed rows of primary-key table buckets. Each bucket's keys are
+//! checked against the table's key shape, then read from its KV store on
+//! the blocking pool; a missing key is an unset value, not an error.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use fjord_proto::messages as pb;
+
+use crate::error::{ApiError, ErrorCode};
+use crate::kv::KvTablet;
+use crate::node::Node;
+use crate::replica::{storage_error, TableBucket};
+
+/// Most value bytes one PrefixLookup answer may carry: a prefix can match a
+/// whole bucket, and the answer must stay far below the frame limit.
+pub const PREFIX_LOOKUP_BYTES_MAX: usize = 64 << 20;
+
+/// The KV tablet of a requested bucket, or why not.
+fn kv_tablet(
+    node: &Node,
+    table_id: i64,
+    partition_id: Option<i64>,
+    bucket_id: i32,
+) -> Result<Arc<KvTablet>, ApiError> {
+    let table = node.catalog.table_by_id(table_id).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::UnknownTableOrBucketException,
+            format!("Unknown table id {table_id}"),
+        )
+    })?;
+    let replica = super::replica_of(
+        node,
+        TableBucket {
+            table_id,
+            partition_id,
+            bucket_id,
+        },
+    )?;
+    replica.kv.clone().ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::NonPrimaryKeyTableException,
+            format!(
+                "Table {}.{} is not a primary key table: it has no keys to look up",
+                table.path.database, table.path.table
+            ),
+        )
+    })
+}
+
+/// Runs `work` on the blocking pool (KV reads may wait for the disk).
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work).await.unwrap_or_else(|e| {
+        Err(ApiError::new(
+            ErrorCode::UnknownServerError,
+            format!("the read failed: {e}"),
+        ))
+    })
+}
+
+/// Point lookups.
+pub async fn lookup(node: &Node, r: pb::LookupRequest) -> Result<pb::LookupResponse, ApiError> {
+    if r.insert_if_not_exists == Some(true) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidTableException,
+            "insert_if_not_exists needs an auto-increment column, which Fjord does not support yet",
+        ));
+    }
+    let mut buckets_resp = Vec::with_capacity(r.buckets_req.len());
+    for b in r.buckets_req {
+        let read = async {
+            let kv = kv_tablet(node, r.table_id, b.partition_id, b.bucket_id)?;
+            let keys = b.keys;
+            blocking(move || read_values(&kv, &keys)).await
+        };
+        buckets_resp.push(match read.await {
+            Ok(values) => pb::PbLookupRespForBucket {
+                partition_id: b.partition_id,
+                bucket_id: b.bucket_id,
+                error_code: None,
+                error_message: None,
+                values,
+                original_partition_name: None,
+            },
+            Err(e) => pb::PbLookupRespForBucket {
+                partition_id: b.partition_id,
+                bucket_id: b.bucket_id,
+                error_code: Some(e.code().code()),
+                error_message: Some(e.message().to_owned()),
+                values: Vec::new(),
+                original_partition_name: None,
+            },
+        });
+    }
+    Ok(pb::LookupResponse { buckets_resp })
+}
+
+fn bad_key(kv: &KvTablet, index: usize, what: &str, e: impl std::fmt::Display) -> ApiError {
+    let schema = &kv.table().schema;
+    ApiError::new(
+        ErrorCode::CorruptMessage,
+        format!(
+            "key {index} is not an encoded {what} of the table (columns {:?}): {e}",
+            schema
+                .columns()
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>()
+        ),
+    )
+}
+
+/// The stored value of each key, in order (unset for a missing key).
+fn read_values(kv: &KvTablet, keys: &[Bytes]) -> Result<Vec<pb::PbValue>, ApiError> {
+    let table = kv.table();
+    for (i, key) in keys.iter().enumerate() {
+        table
+            .key_check
+            .validate_key(key)
+            .map_err(|e| bad_key(kv, i, "primary key", e))?;
+    }
+    let bucket = kv.bucket();
+    keys.iter()
+        .map(|key| {
+            let value = kv.store().get(key).map_err(|e| storage_error(bucket, e))?;
+            Ok(pb::PbValue {
+                values: value.map(|v| Bytes::copy_from_slice(&v)),
+            })
+        })
+        .collect()
+}
+
+/// Prefix lookups: every row whose primary key starts with the given bucket
+/// key, in key order.
+pub async fn prefix_lookup(
+    node: &Node,
+    r: pb::PrefixLookupRequest,
+) -> Result<pb::PrefixLookupResponse, ApiError> {
+    let mut buckets_resp = Vec::with_capacity(r.buckets_req.len());
+    for b in r.buckets_req {
+        let read = async {
+            let kv = kv_tablet(node, r.table_id, b.partition_id, b.bucket_id)?;
+            let keys = b.keys;
+            blocking(move || read_prefixes(&kv, &keys)).await
+        };
+        buckets_resp.push(match read.await {
+            Ok(value_lists) => pb::PbPrefixLookupRespForBucket {
+                partition_id: b.partition_id,
+                bucket_id: b.bucket_id,
+                error_code: None,
+                error_message: None,
+                value_lists,
+            },
+            Err(e) => pb::PbPrefixLookupRespForBucket {
+                partition_id: b.partition_id,
+                bucket_id: b.bucket_id,
+                error_code: Some(e.code().code()),
+                error_message: Some(e.message().to_owned()),
+                value_lists: Vec::new(),
+            },
+        });
+    }
+    Ok(pb::PrefixLookupResponse { buckets_resp })
+}
+
+fn read_prefixes(kv: &KvTablet, prefixes: &[Bytes]) -> Result<Vec<pb::PbValueList>, ApiError> {
+    let table = kv.table();
+    let Some(check) = &table.prefix_check else {
+        return Err(ApiError::new(
+            ErrorCode::InvalidTableException,
+            "prefix lookups need a bucket key that is a strict prefix of the primary key (without partition keys); this table's is not",
+        ));
+    };
+    for (i, prefix) in prefixes.iter().enumerate() {
+        check
+            .validate_key(prefix)
+            .map_err(|e| bad_key(kv, i, "bucket key", e))?;
+    }
+    let bucket = kv.bucket();
+    let mut total = 0usize;
+    let mut lists = Vec::with_capacity(prefixes.len());
+    for prefix in prefixes {
+        let mut values = Vec::new();
+        let mut too_large = false;
+        kv.store()
+            .scan_prefix(prefix, |_, value| {
+                total += value.len();
+                if total > PREFIX_LOOKUP_BYTES_MAX {
+                    too_large = true;
+                    return false;
+                }
+                values.push(Bytes::copy_from_slice(value));
+                true
+            })
+            .map_err(|e| storage_error(bucket, e))?;
+        if too_large {
+            return Err(ApiError::new(
+                ErrorCode::RecordTooLargeException,
+                format!(
+                    "{bucket}: the prefixes match more than {PREFIX_LOOKUP_BYTES_MAX} bytes of rows; look up fewer prefixes per request"
+                ),
+            ));
+        }
+        lists.push(pb::PbValueList { values });
+    }
+    Ok(lists)
+}
