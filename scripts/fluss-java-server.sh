@@ -382,8 +382,16 @@ launch() {
         "-Dlog4j.configurationFile=file:$DIR/conf/log4j2.properties" \
         -classpath "$SERVER_CP" "$class" "$@" \
         >>"$DIR/logs/$role.out" 2>&1 </dev/null 9>&- &
-    echo $! >"$(pid_file "$role")"
-    STARTED+=("$role")
+    local pid=$!
+    echo "$pid" >"$(pid_file "$role")"
+    # Until the forked shell has exec'd java, the pid's command line lacks the
+    # markers that is_ours looks for: wait for the exec (or the exit).
+    local deadline=$((SECONDS + 30))
+    until is_ours "$pid" "$role"; do
+        kill -0 "$pid" 2>/dev/null || return 0
+        ((SECONDS < deadline)) || start_failed "$role" "$role (pid $pid) did not exec java within 30s"
+        sleep 0.05
+    done
 }
 
 tail_logs() {
@@ -495,7 +503,6 @@ cmd_start() {
 
     write_configs
     write_probe
-    STARTED=()
 
     log "starting ZooKeeper on 127.0.0.1:$ZK_PORT"
     launch zookeeper "${FLUSS_ZK_JAVA_OPTS:--Xmx256m}" "$ZK_CLASS" "$DIR/conf/zookeeper.properties"
