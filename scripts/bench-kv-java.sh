@@ -37,6 +37,7 @@ cleanup() {
     fi
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 scripts/fluss-java-server.sh start "$CLUSTER" >"$WORK/cluster.env"
 bootstrap=$(sed -n 's/^bootstrap=//p' "$WORK/cluster.env")

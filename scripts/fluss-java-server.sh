@@ -503,6 +503,8 @@ cmd_start() {
 
     write_configs
     write_probe
+    # Interrupted half way: leave nothing running.
+    trap 'log "interrupted: stopping what was started"; stop_all; exit 130' INT TERM
 
     log "starting ZooKeeper on 127.0.0.1:$ZK_PORT"
     launch zookeeper "${FLUSS_ZK_JAVA_OPTS:--Xmx256m}" "$ZK_CLASS" "$DIR/conf/zookeeper.properties"
@@ -531,6 +533,7 @@ cmd_start() {
     for role in "${ROLES[@]}"; do
         running_pid "$role" >/dev/null || start_failed "$role" "$role exited during start"
     done
+    trap - INT TERM
     print_addresses
     print_pids
     printf 'logs=%s/logs\n' "$DIR"
