@@ -1,0 +1,481 @@
+//! A primary-key bucket's KV tablet under restarts and power cuts, driven by
+//! random sequences of upserts, deletes and partial updates for each merge
+//! engine and changelog image:
+//! - after every acknowledged batch, the KV store equals the state the
+//!   changelog materialises to (`+I`/`+U` put, `-D` delete), and, for the
+//!   default engine, an independent model of the table;
+//! - at every step the process is "killed" — the changelog's simulated disk
+//!   ([`SimFs`]) keeps only what was synced, torn per sector, and the KV
+//!   store is kept as it was, wiped, or rolled back to an earlier state (its
+//!   journal is never synced) — and the reopened tablet holds exactly the
+//!   acknowledged writes, plus at most the one batch in flight at the cut;
+//! - a reference tablet that never crashes ends in the same state.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use fjord_format::arrow_log::{decode_log_batch, ChangeType};
+use fjord_format::datum::Datum;
+use fjord_format::kv::batch::KvBatchBuilder;
+use fjord_format::log_batch::LogBatches;
+use fjord_format::row::key::KeyEncoder;
+use fjord_format::row::{RowCodec, RowFormat};
+use fjord_format::schema::Schema;
+use fjord_format::types::DataType;
+use fjord_server::kv::columns::read_row;
+use fjord_server::kv::merge::AggMode;
+use fjord_server::kv::{KvTable, KvTablet};
+use fjord_server::replica::TableBucket;
+use fjord_storage::fs::sim::SimFs;
+use fjord_storage::kv::{KvEngine, KvEngineOptions};
+use fjord_storage::{LogConfig, LogTablet};
+use proptest::prelude::*;
+
+const BUCKET: TableBucket = TableBucket {
+    table_id: 1,
+    partition_id: None,
+    bucket_id: 0,
+};
+
+/// `k INT NOT NULL, v BIGINT, s STRING`, keyed by `k`.
+fn schema() -> Arc<Schema> {
+    Arc::new(
+        Schema::builder()
+            .column("k", DataType::int().with_nullable(false))
+            .column("v", DataType::bigint())
+            .column("s", DataType::string())
+            .primary_key(["k"])
+            .build()
+            .unwrap(),
+    )
+}
+
+fn row_type() -> Vec<DataType> {
+    schema()
+        .columns()
+        .iter()
+        .map(|c| c.data_type.clone())
+        .collect()
+}
+
+/// The table options of each configuration tested.
+fn configs() -> Vec<(&'static str, BTreeMap<String, String>)> {
+    let props = |pairs: &[(&str, &str)]| {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect::<BTreeMap<_, _>>()
+    };
+    vec![
+        ("default-full", props(&[])),
+        ("default-wal", props(&[("table.changelog.image", "WAL")])),
+        ("first-row", props(&[("table.merge-engine", "first_row")])),
+        (
+            "versioned",
+            props(&[
+                ("table.merge-engine", "versioned"),
+                ("table.merge-engine.versioned.ver-column", "v"),
+            ]),
+        ),
+        (
+            "aggregation",
+            props(&[("table.merge-engine", "aggregation")]),
+        ),
+    ]
+}
+
+/// One write of a batch.
+#[derive(Clone, Debug)]
+enum Op {
+    Upsert {
+        k: i32,
+        v: i64,
+        s: u8,
+    },
+    Delete {
+        k: i32,
+    },
+    /// Partial update of (k, v): `s` untouched.
+    Partial {
+        k: i32,
+        v: i64,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0..6i32, -5..50i64, 0..4u8).prop_map(|(k, v, s)| Op::Upsert { k, v, s }),
+        2 => (0..6i32).prop_map(|k| Op::Delete { k }),
+        1 => (0..6i32, -5..50i64).prop_map(|(k, v)| Op::Partial { k, v }),
+    ]
+}
+
+/// A batch: its ops all full-row or all partial (one request's target
+/// columns apply to all its records).
+fn batches() -> impl Strategy<Value = Vec<Vec<Op>>> {
+    prop::collection::vec(prop::collection::vec(op(), 1..5), 1..10)
+}
+
+struct Encoder {
+    rows: RowCodec,
+    keys: KeyEncoder,
+}
+
+const NAMES: [&str; 4] = ["a", "bb", "", "dddd"];
+
+impl Encoder {
+    fn new() -> Self {
+        Self {
+            rows: RowCodec::new(RowFormat::Compacted, &row_type()).unwrap(),
+            keys: KeyEncoder::new(&row_type(), &[0]).unwrap(),
+        }
+    }
+
+    /// The KV batch of `ops` and its target columns (empty: full rows).
+    fn batch(&self, ops: &[Op], partial: bool) -> Vec<u8> {
+        let mut b = KvBatchBuilder::start(Vec::new(), 1, -1, -1);
+        for op in ops {
+            let (k, row) = match *op {
+                Op::Upsert { k, v, s } => (
+                    k,
+                    Some([
+                        Datum::Int(k),
+                        Datum::BigInt(v),
+                        Datum::String(NAMES[s as usize]),
+                    ]),
+                ),
+                Op::Partial { k, v } => (k, Some([Datum::Int(k), Datum::BigInt(v), Datum::Null])),
+                Op::Delete { k } => (k, None),
+            };
+            let mut key = Vec::new();
+            self.keys
+                .encode_datums(&[Datum::Int(k), Datum::Null, Datum::Null], &mut key)
+                .unwrap();
+            match row {
+                Some(row) => {
+                    let mut bytes = Vec::new();
+                    self.rows.encode(&row, &mut bytes).unwrap();
+                    b.append_upsert(&key, &bytes).unwrap();
+                }
+                None => b.append_delete(&key).unwrap(),
+            }
+        }
+        let _ = partial;
+        b.finish().to_vec()
+    }
+}
+
+/// A table row as the tests compare it.
+type Row = (i64, Option<i64>, Option<String>);
+
+/// Every (key → row) the store holds, decoded.
+fn store_state(tablet: &KvTablet) -> BTreeMap<i32, Row> {
+    let rows = RowCodec::new(RowFormat::Compacted, &row_type()).unwrap();
+    let mut state = BTreeMap::new();
+    let (snapshot, _) = tablet.snapshot();
+    snapshot
+        .scan_from(None, |_, value| {
+            let mut d = Vec::new();
+            rows.decode(&value[2..], &mut d).unwrap();
+            let row = decode_row(&d);
+            state.insert(row.0 as i32, row);
+            true
+        })
+        .unwrap();
+    state
+}
+
+fn decode_row(d: &[Datum<'_>]) -> Row {
+    let k = match d[0] {
+        Datum::Int(k) => i64::from(k),
+        _ => panic!("{d:?}"),
+    };
+    let v = match d[1] {
+        Datum::BigInt(v) => Some(v),
+        Datum::Null => None,
+        _ => panic!("{d:?}"),
+    };
+    let s = match d[2] {
+        Datum::String(s) => Some(s.to_owned()),
+        Datum::Null => None,
+        _ => panic!("{d:?}"),
+    };
+    (k, v, s)
+}
+
+/// The state the changelog materialises to.
+fn changelog_state(tablet: &KvTablet) -> BTreeMap<i32, Row> {
+    let log = tablet.log();
+    let arrow = tablet.table().arrow_schema.clone();
+    let mut state = BTreeMap::new();
+    let read = log.read(log.log_start_offset(), usize::MAX / 2).unwrap();
+    for batch in LogBatches::new(&read.records) {
+        let batch = batch.unwrap();
+        if batch.record_count() == 0 {
+            continue;
+        }
+        let decoded = decode_log_batch(
+            &read.records.slice_ref(batch.as_bytes()).into(),
+            arrow.clone(),
+        )
+        .unwrap();
+        let types = decoded.change_types.unwrap();
+        let mut d = Vec::new();
+        for i in 0..decoded.records.num_rows() {
+            read_row(&decoded.records, i, &mut d).unwrap();
+            let row = decode_row(&d);
+            match ChangeType::from_byte(types[i]).unwrap() {
+                ChangeType::Insert | ChangeType::UpdateAfter => {
+                    state.insert(row.0 as i32, row);
+                }
+                ChangeType::Delete => {
+                    state.remove(&(row.0 as i32));
+                }
+                _ => {}
+            }
+        }
+    }
+    state
+}
+
+/// The default engine's table after `ops`, written independently of the
+/// server's merger: full upserts replace, deletes remove, partial updates
+/// set `v` and keep `s` (NULL for a new key).
+fn default_model(model: &mut BTreeMap<i32, Row>, ops: &[Op]) {
+    for op in ops {
+        match *op {
+            Op::Upsert { k, v, s } => {
+                model.insert(
+                    k,
+                    (i64::from(k), Some(v), Some(NAMES[s as usize].to_owned())),
+                );
+            }
+            Op::Delete { k } => {
+                model.remove(&k);
+            }
+            Op::Partial { k, v } => {
+                let s = model.get(&k).and_then(|r| r.2.clone());
+                model.insert(k, (i64::from(k), Some(v), s));
+            }
+        }
+    }
+}
+
+/// Everything one tablet of the test owns.
+struct Bucket {
+    sim: SimFs,
+    kv_dir: tempfile::TempDir,
+    table: Arc<KvTable>,
+}
+
+impl Bucket {
+    fn new(properties: &BTreeMap<String, String>) -> Self {
+        Self {
+            sim: SimFs::new(),
+            kv_dir: tempfile::tempdir().unwrap(),
+            table: Arc::new(KvTable::new(schema(), 1, &[], &["k".to_owned()], properties).unwrap()),
+        }
+    }
+
+    fn open(&self) -> (KvEngine, KvTablet) {
+        let log = Arc::new(
+            LogTablet::open(
+                Arc::new(self.sim.clone()),
+                Path::new("/log/1/log-0"),
+                LogConfig::default(),
+                0,
+            )
+            .unwrap(),
+        );
+        let engine = KvEngine::open(self.kv_dir.path(), &KvEngineOptions::default()).unwrap();
+        let store = engine
+            .open_store(fjord_storage::TableBucket {
+                table_id: 1,
+                partition_id: None,
+                bucket: 0,
+            })
+            .unwrap();
+        let tablet = KvTablet::open(Arc::clone(&self.table), BUCKET, log, store).unwrap();
+        (engine, tablet)
+    }
+}
+
+/// Puts one batch and makes it durable and applied, as an acks=all PutKv
+/// does; `Err` when the server refuses it (nothing written).
+fn put_acked(tablet: &KvTablet, encoder: &Encoder, ops: &[Op]) -> Result<(), String> {
+    let partial = matches!(ops[0], Op::Partial { .. });
+    let ops: Vec<Op> = ops
+        .iter()
+        .filter(|op| matches!(op, Op::Partial { .. }) == partial)
+        .cloned()
+        .collect();
+    let targets: &[i32] = if partial { &[0, 1] } else { &[] };
+    let outcome = tablet
+        .put(&encoder.batch(&ops, partial), targets, AggMode::Default, 0)
+        .map_err(|e| e.to_string())?;
+    tablet.log().wait_durable(outcome.end_offset - 1).unwrap();
+    tablet.flush(tablet.log().high_watermark()).unwrap();
+    Ok(())
+}
+
+/// How the KV store comes through a crash.
+#[derive(Clone, Copy, Debug)]
+enum KvFate {
+    /// As the process left it.
+    Kept,
+    /// Gone entirely.
+    Wiped,
+    /// Back at the state of an earlier step (its unsynced journal lost).
+    RolledBack,
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+fn run(
+    config: &BTreeMap<String, String>,
+    name: &str,
+    batches: &[Vec<Op>],
+    crash_at: usize,
+    fate: KvFate,
+    in_flight: bool,
+    seed: u64,
+) {
+    let encoder = Encoder::new();
+    let default_engine = name.starts_with("default");
+    // The reference: never crashes.
+    let reference = Bucket::new(config);
+    let (_ref_engine, ref_tablet) = reference.open();
+    // The one that crashes after `crash_at` acknowledged batches.
+    let bucket = Bucket::new(config);
+    let mut model = BTreeMap::new();
+    let rollback = tempfile::tempdir().unwrap();
+    let mut after_in_flight = None;
+    {
+        let (engine, tablet) = bucket.open();
+        for (step, ops) in batches.iter().enumerate() {
+            if step == crash_at.min(batches.len()) / 2 {
+                engine.persist().unwrap();
+                copy_dir(bucket.kv_dir.path(), rollback.path());
+            }
+            if step == crash_at {
+                if in_flight {
+                    // Appended, never acknowledged: may or may not survive.
+                    let partial = matches!(ops[0], Op::Partial { .. });
+                    let kept: Vec<Op> = ops
+                        .iter()
+                        .filter(|op| matches!(op, Op::Partial { .. }) == partial)
+                        .cloned()
+                        .collect();
+                    let targets: &[i32] = if partial { &[0, 1] } else { &[] };
+                    let _ =
+                        tablet.put(&encoder.batch(&kept, partial), targets, AggMode::Default, 0);
+                    let _ = put_acked(&ref_tablet, &encoder, ops);
+                    after_in_flight = Some(store_state(&ref_tablet));
+                }
+                break;
+            }
+            let ours = put_acked(&tablet, &encoder, ops);
+            let theirs = put_acked(&ref_tablet, &encoder, ops);
+            assert_eq!(
+                ours.is_ok(),
+                theirs.is_ok(),
+                "{name}: the same batch, the same verdict"
+            );
+            if ours.is_ok() && default_engine {
+                let kept: Vec<Op> = {
+                    let partial = matches!(ops[0], Op::Partial { .. });
+                    ops.iter()
+                        .filter(|op| matches!(op, Op::Partial { .. }) == partial)
+                        .cloned()
+                        .collect()
+                };
+                default_model(&mut model, &kept);
+            }
+            let state = store_state(&tablet);
+            assert_eq!(
+                state,
+                changelog_state(&tablet),
+                "{name} step {step}: store = changelog"
+            );
+            if default_engine {
+                assert_eq!(state, model, "{name} step {step}: store = model");
+            }
+        }
+        drop(tablet);
+        drop(engine);
+    }
+    let before_crash_reference = if crash_at < batches.len() && in_flight {
+        after_in_flight.clone()
+    } else {
+        None
+    };
+    bucket.sim.crash(seed);
+    match fate {
+        KvFate::Kept => {}
+        KvFate::Wiped => {
+            std::fs::remove_dir_all(bucket.kv_dir.path()).unwrap();
+            std::fs::create_dir_all(bucket.kv_dir.path()).unwrap();
+        }
+        KvFate::RolledBack => {
+            std::fs::remove_dir_all(bucket.kv_dir.path()).unwrap();
+            copy_dir(rollback.path(), bucket.kv_dir.path());
+        }
+    }
+    let (_engine, tablet) = bucket.open();
+    let state = store_state(&tablet);
+    assert_eq!(
+        state,
+        changelog_state(&tablet),
+        "{name}: after the crash, store = changelog"
+    );
+    // The reference holds the acknowledged batches (and, if one was in
+    // flight, also a state with it): the crashed tablet holds one of them.
+    let acked_reference = Bucket::new(config);
+    let (_e, acked) = acked_reference.open();
+    for ops in batches.iter().take(crash_at) {
+        let _ = put_acked(&acked, &encoder, ops);
+    }
+    let acked_state = store_state(&acked);
+    let allowed_in_flight = before_crash_reference;
+    assert!(
+        state == acked_state || allowed_in_flight.as_ref() == Some(&state),
+        "{name} crash at {crash_at} ({fate:?}, in flight {in_flight}): {state:?} is neither the acknowledged state {acked_state:?} nor that plus the batch in flight {allowed_in_flight:?}"
+    );
+    // And the reference, never crashed, ends where the model does.
+    if crash_at >= batches.len() {
+        assert_eq!(
+            state,
+            store_state(&ref_tablet),
+            "{name}: crashed = reference"
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 6, ..ProptestConfig::default() })]
+
+    #[test]
+    fn acknowledged_writes_survive_any_crash(
+        batches in batches(),
+        crash in 0..12usize,
+        fate in prop_oneof![Just(KvFate::Kept), Just(KvFate::Wiped), Just(KvFate::RolledBack)],
+        in_flight in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        for (name, config) in configs() {
+            run(&config, name, &batches, crash.min(batches.len()), fate, in_flight, seed);
+        }
+    }
+}
