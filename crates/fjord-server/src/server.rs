@@ -71,6 +71,14 @@ impl Server {
         })?;
         let store = Arc::new(FileMetaStore::open(&config.data_dir.join("meta"))?);
         let catalog = Catalog::open(store, config.catalog.clone())?;
+        // As a Fluss coordinator on its first start: with no database at
+        // all, create `fluss`, which the Flink catalog checks for.
+        if catalog.list_databases()?.is_empty() {
+            catalog.create_database(DEFAULT_DATABASE, None, true)?;
+            tracing::info!(
+                "created the default database '{DEFAULT_DATABASE}' because no database exists"
+            );
+        }
         let replicas = ReplicaManager::open(&config.data_dir, config.log.clone(), &config.kv)?;
         replicas.delete_orphans(|table_id, partition_id| match partition_id {
             None => catalog
@@ -148,6 +156,11 @@ impl Server {
         info!("shutdown complete");
     }
 }
+
+/// The database a server creates when it finds none (Fluss's
+/// `CoordinatorServer.DEFAULT_DATABASE`): the Flink connector's catalog
+/// refuses to start without it.
+pub const DEFAULT_DATABASE: &str = "fluss";
 
 /// How often the storage engine's periodic work runs (interval flushes,
 /// retention); a second keeps `log.flush.interval-ms` honest without cost.

@@ -203,3 +203,48 @@ async fn data_of_a_table_dropped_before_a_crash_is_deleted_at_start() {
     assert!(live.exists(), "live tables keep their data");
     server.stop().await;
 }
+
+/// A fresh server has the database `fluss`, as a Fluss coordinator creates
+/// it on its first start when no database exists (the Flink catalog checks
+/// for it); a server that has databases creates none.
+#[tokio::test]
+async fn a_fresh_server_has_the_default_database_fluss() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = Request::ListDatabases(pb::ListDatabasesRequest {
+        include_summary: None,
+    });
+    {
+        let server = TestServer::start(dir.path()).await;
+        let mut c = server.client().await;
+        let Response::ListDatabases(dbs) = c.call(list.clone()).await.unwrap() else {
+            panic!()
+        };
+        assert_eq!(dbs.database_name, vec!["fluss"]);
+        c.call(Request::CreateDatabase(pb::CreateDatabaseRequest {
+            database_name: "mine".into(),
+            ignore_if_exists: false,
+            database_json: None,
+        }))
+        .await
+        .unwrap();
+        c.call(Request::DropDatabase(pb::DropDatabaseRequest {
+            database_name: "fluss".into(),
+            ignore_if_not_exists: false,
+            cascade: true,
+        }))
+        .await
+        .unwrap();
+        server.stop().await;
+    }
+    let server = TestServer::start(dir.path()).await;
+    let mut c = server.client().await;
+    let Response::ListDatabases(dbs) = c.call(list).await.unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        dbs.database_name,
+        vec!["mine"],
+        "not recreated while a database exists"
+    );
+    server.stop().await;
+}

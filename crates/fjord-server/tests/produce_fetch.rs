@@ -297,3 +297,23 @@ async fn restart_keeps_appended_data() {
     assert_eq!(next.base_offset, Some(20));
     server.stop().await;
 }
+
+/// A bucket with nothing to return still carries `records` (empty), as a
+/// Fluss server's answer does: the Java client reads the field before
+/// checking for it, and without it silently drops the whole response
+/// (Flink streaming reads then stall with no error anywhere).
+#[tokio::test]
+async fn empty_bucket_answers_with_records_present_and_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, mut c, info) = server_with_log_table(dir.path()).await;
+    let bucket = fetch_one(&mut c, fetch(info.table_id, 0, 0, None, 0)).await;
+    assert_eq!(bucket.error_code, None);
+    assert_eq!(bucket.high_watermark, Some(0));
+    assert_eq!(bucket.records.as_deref(), Some(&[][..]));
+    // Caught up after a write: the next fetch is empty, and still present.
+    produce_one(&mut c, info.table_id, 0, batch(0..3, 1, None)).await;
+    let bucket = fetch_one(&mut c, fetch(info.table_id, 0, 3, None, 0)).await;
+    assert_eq!(bucket.high_watermark, Some(3));
+    assert_eq!(bucket.records.as_deref(), Some(&[][..]));
+    server.stop().await;
+}

@@ -210,7 +210,9 @@ async fn read_all(
                         bucket_id: b.bucket_id,
                         high_watermark: Some(high_watermark),
                         log_start_offset: Some(log_start_offset),
-                        records: (!records.is_empty()).then_some(records),
+                        // Always set, even empty, as a Fluss server does: the Java
+                        // client reads it before checking it is there.
+                        records: Some(records),
                         ..Default::default()
                     });
                 }
