@@ -22,12 +22,17 @@
 //! - [`fixtures`]: deterministic sample data (`user_behavior`, nested
 //!   columns) for tests, benchmarks and fuzzing.
 //! - [`error`]: the error type of the metadata modules.
+//! - `fuzzing` (hidden): the checks the fuzz targets of the KV and row
+//!   decoders run, shared with the crash-regression test that replays
+//!   `fuzz/regressions/<target>/`.
 
 pub mod arrow_log;
 pub mod arrow_schema;
 pub mod datum;
 pub mod error;
 pub mod fixtures;
+#[doc(hidden)]
+pub mod fuzzing;
 mod ipc;
 mod ipc_write;
 pub mod json;
