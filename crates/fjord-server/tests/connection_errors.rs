@@ -148,7 +148,10 @@ async fn api_versions_advertises_what_is_served() {
         assert!(keys.contains(&key), "{key} advertised");
     }
     let put_kv = v.api_versions.iter().find(|a| a.api_key == 1016).unwrap();
-    assert_eq!(put_kv.max_version, 3, "PutKv up to the version fluss-rs 1.0.0 asks for");
+    assert_eq!(
+        put_kv.max_version, 3,
+        "PutKv up to the version fluss-rs 1.0.0 asks for"
+    );
     assert!(!keys.contains(&1049), "Rebalance is not served");
     server.stop().await;
 }

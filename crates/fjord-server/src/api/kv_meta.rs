@@ -32,33 +32,34 @@ pub fn latest_kv_snapshots(
             ),
         ));
     }
-    let partition_id =
-        match (&r.partition_name, table.is_partitioned()) {
-            (Some(_), false) => {
-                return Err(ApiError::new(
-                    ErrorCode::TableNotPartitionedException,
-                    format!("Table '{shown}' is not a partitioned table."),
-                ))
-            }
-            (None, true) => return Err(ApiError::new(
+    let partition_id = match (&r.partition_name, table.is_partitioned()) {
+        (Some(_), false) => {
+            return Err(ApiError::new(
+                ErrorCode::TableNotPartitionedException,
+                format!("Table '{shown}' is not a partitioned table."),
+            ))
+        }
+        (None, true) => {
+            return Err(ApiError::new(
                 ErrorCode::PartitionNotExists,
                 format!(
                     "Table '{shown}' is a partitioned table, but partition name is not provided."
                 ),
-            )),
-            (None, false) => None,
-            (Some(name), true) => Some(
-                node.catalog
-                    .partition_by_name(table.table_id, name)
-                    .ok_or_else(|| {
-                        ApiError::new(
-                            ErrorCode::PartitionNotExists,
-                            format!("The partition '{name}' of table '{shown}' does not exist."),
-                        )
-                    })?
-                    .partition_id,
-            ),
-        };
+            ))
+        }
+        (None, false) => None,
+        (Some(name), true) => Some(
+            node.catalog
+                .partition_by_name(table.table_id, name)
+                .ok_or_else(|| {
+                    ApiError::new(
+                        ErrorCode::PartitionNotExists,
+                        format!("The partition '{name}' of table '{shown}' does not exist."),
+                    )
+                })?
+                .partition_id,
+        ),
+    };
     Ok(pb::GetLatestKvSnapshotsResponse {
         table_id: table.table_id,
         partition_id,
