@@ -93,10 +93,12 @@ fn main() {
         )
         .unwrap(),
     );
-    let mut config = LogConfig::default();
-    config.durability = Durability::Interval {
-        messages: u64::MAX,
-        interval_ms: i64::MAX,
+    let config = LogConfig {
+        durability: Durability::Interval {
+            messages: u64::MAX,
+            interval_ms: i64::MAX,
+        },
+        ..LogConfig::default()
     };
     let log = Arc::new(LogTablet::open(Arc::new(OsFs), dir.path().join("log"), config, 0).unwrap());
     let engine = KvEngine::open(dir.path(), &KvEngineOptions::default()).unwrap();
@@ -112,7 +114,14 @@ fn main() {
         partition_id: None,
         bucket_id: 0,
     };
-    let tablet = KvTablet::open(table, bucket, Arc::clone(&log), store).unwrap();
+    let tablet = KvTablet::open(
+        table,
+        bucket,
+        Arc::clone(&log),
+        store,
+        fjord_server::kv::tablet::DEFAULT_WRITE_BUFFER_BYTES,
+    )
+    .unwrap();
 
     // The batches, encoded up front as a client would send them.
     let codec = RowCodec::new(RowFormat::Compacted, &row_type).unwrap();
@@ -175,6 +184,10 @@ fn main() {
         log.log_end_offset()
     );
 
+    if std::env::var_os("FJORD_BENCH_COMPACT").is_some() {
+        tablet.spill().unwrap();
+        tablet.store().compact().unwrap();
+    }
     // Point lookups of written keys, through the store.
     let mut lookup_keys = Vec::with_capacity(LOOKUPS);
     for _ in 0..LOOKUPS {
@@ -197,7 +210,7 @@ fn main() {
     let start = Instant::now();
     let mut found = 0usize;
     for k in &lookup_keys {
-        found += usize::from(tablet.store().get(k).unwrap().is_some());
+        found += usize::from(tablet.get(k).unwrap().is_some());
     }
     let secs = start.elapsed().as_secs_f64();
     let cpu = cpu_ns() - cpu;

@@ -342,6 +342,9 @@ pub struct ServerConfig {
     pub kv: fjord_storage::kv::KvEngineOptions,
     /// KV full-scan sessions (`kv.scanner.*`).
     pub kv_scanners: KvScannerOptions,
+    /// `kv.write-buffer-size`: see
+    /// [`crate::kv::tablet::DEFAULT_WRITE_BUFFER_BYTES`].
+    pub kv_write_buffer_bytes: usize,
     /// All options as given, for the storage engine's own options.
     pub options: Options,
 }
@@ -399,6 +402,10 @@ impl ServerConfig {
                     fjord_storage::kv::DEFAULT_JOURNAL_BYTES as usize,
                 )? as u64,
             },
+            kv_write_buffer_bytes: options.bytes(
+                "kv.write-buffer-size",
+                crate::kv::tablet::DEFAULT_WRITE_BUFFER_BYTES,
+            )?,
             kv_scanners: KvScannerOptions {
                 ttl_ms: match options.duration_ms("kv.scanner.ttl")? {
                     None => KV_SCANNER_TTL_MS_DEFAULT,

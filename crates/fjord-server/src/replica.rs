@@ -239,6 +239,8 @@ pub struct ReplicaManager {
     logs: Arc<LogManager>,
     /// The KV stores of primary-key tables' buckets.
     kv: Arc<KvEngine>,
+    /// `kv.write-buffer-size`: see [`crate::kv::tablet::DEFAULT_WRITE_BUFFER_BYTES`].
+    kv_write_buffer_bytes: usize,
     log_config: LogConfig,
     /// `<data dir>/log`, where dropped tables' and partitions' directories
     /// are removed from.
@@ -253,6 +255,7 @@ impl ReplicaManager {
         data_dir: &Path,
         log_config: LogConfig,
         kv_options: &KvEngineOptions,
+        kv_write_buffer_bytes: usize,
     ) -> Result<Self, ApiError> {
         let logs = LogManager::new(Arc::new(OsFs), data_dir).map_err(|e| {
             ApiError::new(
@@ -268,6 +271,7 @@ impl ReplicaManager {
         })?;
         Ok(Self {
             kv: Arc::new(kv),
+            kv_write_buffer_bytes,
             logs: Arc::new(logs),
             log_config,
             log_root: data_dir.join(fjord_storage::manager::LOG_DIR),
@@ -329,6 +333,7 @@ impl ReplicaManager {
                         bucket,
                         Arc::clone(&tablet),
                         store,
+                        self.kv_write_buffer_bytes,
                     )?))
                 }
                 None => None,
@@ -477,6 +482,20 @@ impl ReplicaManager {
     /// Closes every tablet cleanly (called once at shutdown, after the last
     /// request finished), so the next start recovers nothing.
     pub fn close(&self) {
+        // The committed layers go to the stores, so the next start replays
+        // no changelog.
+        let kv_tablets: Vec<Arc<KvTablet>> = self
+            .replicas
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .filter_map(|r| r.kv.clone())
+            .collect();
+        for kv in kv_tablets {
+            if let Err(e) = kv.spill() {
+                warn!(bucket = %kv.bucket(), error = %e, "writing a KV store at shutdown failed; the next start replays its changelog");
+            }
+        }
         self.replicas
             .write()
             .unwrap_or_else(|p| p.into_inner())

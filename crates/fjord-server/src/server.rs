@@ -79,7 +79,12 @@ impl Server {
                 "created the default database '{DEFAULT_DATABASE}' because no database exists"
             );
         }
-        let replicas = ReplicaManager::open(&config.data_dir, config.log.clone(), &config.kv)?;
+        let replicas = ReplicaManager::open(
+            &config.data_dir,
+            config.log.clone(),
+            &config.kv,
+            config.kv_write_buffer_bytes,
+        )?;
         replicas.delete_orphans(|table_id, partition_id| match partition_id {
             None => catalog
                 .table_by_id(table_id)

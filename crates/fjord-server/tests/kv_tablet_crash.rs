@@ -173,9 +173,8 @@ type Row = (i64, Option<i64>, Option<String>);
 fn store_state(tablet: &KvTablet) -> BTreeMap<i32, Row> {
     let rows = RowCodec::new(RowFormat::Compacted, &row_type()).unwrap();
     let mut state = BTreeMap::new();
-    let (snapshot, _) = tablet.snapshot();
-    snapshot
-        .scan_from(None, |_, value| {
+    tablet
+        .scan_prefix(&[], |value| {
             let mut d = Vec::new();
             rows.decode(&value[2..], &mut d).unwrap();
             let row = decode_row(&d);
@@ -267,11 +266,13 @@ struct Bucket {
     sim: SimFs,
     kv_dir: tempfile::TempDir,
     table: Arc<KvTable>,
+    write_buffer_bytes: usize,
 }
 
 impl Bucket {
-    fn new(properties: &BTreeMap<String, String>) -> Self {
+    fn new(properties: &BTreeMap<String, String>, write_buffer_bytes: usize) -> Self {
         Self {
+            write_buffer_bytes,
             sim: SimFs::new(),
             kv_dir: tempfile::tempdir().unwrap(),
             table: Arc::new(KvTable::new(schema(), 1, &[], &["k".to_owned()], properties).unwrap()),
@@ -296,7 +297,14 @@ impl Bucket {
                 bucket: 0,
             })
             .unwrap();
-        let tablet = KvTablet::open(Arc::clone(&self.table), BUCKET, log, store).unwrap();
+        let tablet = KvTablet::open(
+            Arc::clone(&self.table),
+            BUCKET,
+            log,
+            store,
+            self.write_buffer_bytes,
+        )
+        .unwrap();
         (engine, tablet)
     }
 }
@@ -343,8 +351,10 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run(
     config: &BTreeMap<String, String>,
+    write_buffer_bytes: usize,
     name: &str,
     batches: &[Vec<Op>],
     crash_at: usize,
@@ -355,10 +365,10 @@ fn run(
     let encoder = Encoder::new();
     let default_engine = name.starts_with("default");
     // The reference: never crashes.
-    let reference = Bucket::new(config);
+    let reference = Bucket::new(config, write_buffer_bytes);
     let (_ref_engine, ref_tablet) = reference.open();
     // The one that crashes after `crash_at` acknowledged batches.
-    let bucket = Bucket::new(config);
+    let bucket = Bucket::new(config, write_buffer_bytes);
     let mut model = BTreeMap::new();
     let rollback = tempfile::tempdir().unwrap();
     let mut after_in_flight = None;
@@ -442,7 +452,7 @@ fn run(
     );
     // The reference holds the acknowledged batches (and, if one was in
     // flight, also a state with it): the crashed tablet holds one of them.
-    let acked_reference = Bucket::new(config);
+    let acked_reference = Bucket::new(config, write_buffer_bytes);
     let (_e, acked) = acked_reference.open();
     for ops in batches.iter().take(crash_at) {
         let _ = put_acked(&acked, &encoder, ops);
@@ -473,9 +483,11 @@ proptest! {
         fate in prop_oneof![Just(KvFate::Kept), Just(KvFate::Wiped), Just(KvFate::RolledBack)],
         in_flight in any::<bool>(),
         seed in any::<u64>(),
+        // Every flush written to the store, or none until shutdown.
+        write_buffer_bytes in prop_oneof![Just(1usize), Just(1usize << 20)],
     ) {
         for (name, config) in configs() {
-            run(&config, name, &batches, crash.min(batches.len()), fate, in_flight, seed);
+            run(&config, write_buffer_bytes, name, &batches, crash.min(batches.len()), fate, in_flight, seed);
         }
     }
 }

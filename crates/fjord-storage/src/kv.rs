@@ -4,17 +4,18 @@
 //!
 //! All stores of a node live in one embedded LSM engine ([fjall]) under
 //! `<data dir>/kv/`, one keyspace per bucket, so many buckets share one
-//! journal, one block cache and one set of background threads. A write is
-//! one atomic batch that carries the bucket's changes *and* its new
-//! [`AppliedState`] (in a separate `applied` keyspace), so after any crash
-//! the data and the offset it claims agree.
+//! block cache and one set of background threads.
 //!
 //! The bucket's changelog (its log tablet) is the write-ahead log: the
-//! server appends a change to the changelog, makes it durable, and only then
-//! applies it here. That is why this engine's own journal is never fsynced
-//! ([`KvStore::apply`] writes with the journal buffered): whatever a crash
-//! takes from its tail, [`KvStore::applied`] is correspondingly older and
-//! the server replays the changelog from there.
+//! server appends a change to the changelog, makes it durable, keeps it in
+//! memory, and writes the changes here in large sorted runs
+//! ([`KvStore::ingest`]: straight into the engine's tables, past its
+//! memtable and journal, which cost more per record than the rest of an
+//! upsert). After a run's tables are in place, the bucket's [`AppliedState`]
+//! (in a separate `applied` keyspace, journal unsynced) records the
+//! changelog offset the store holds up to. A crash can lose that record but
+//! not the tables before it; the server then replays the changelog from the
+//! older offset, which rewrites the same full images (idempotent).
 //!
 //! ```text
 //! <data dir>/kv/                      the engine (journal, tables)
@@ -277,21 +278,35 @@ impl KvStore {
             .map_err(|e| self.err("reading a KV store", e))
     }
 
-    /// Applies `changes` (in order; a later change to a key wins) and sets
-    /// the applied state to `state`, atomically. The engine's journal is
-    /// written but not synced (see the module doc).
-    pub fn apply<'a>(
+    /// Writes `changes` — keys strictly ascending — into the store as new
+    /// tables (puts and tombstones shadow what the store held), then
+    /// records `state`. Durable once it returns, except the state record
+    /// (see the module doc). Panics if the keys are not strictly ascending.
+    pub fn ingest<'a>(
         &self,
         changes: impl IntoIterator<Item = KvChange<'a>>,
         state: AppliedState,
     ) -> Result<()> {
-        let mut batch = self.inner.db.batch().durability(Some(PersistMode::Buffer));
+        let mut ingestion = self
+            .inner
+            .data
+            .start_ingestion()
+            .map_err(|e| self.err("writing a KV store", e))?;
         for (key, value) in changes {
             match value {
-                Some(value) => batch.insert(&self.inner.data, key, value),
-                None => batch.remove(&self.inner.data, key),
+                Some(value) => ingestion.write(key, value),
+                None => ingestion.write_tombstone(key),
             }
+            .map_err(|e| self.err("writing a KV store", e))?;
         }
+        ingestion
+            .finish()
+            .map_err(|e| self.err("writing a KV store", e))?;
+        self.set_applied(state)
+    }
+
+    fn set_applied(&self, state: AppliedState) -> Result<()> {
+        let mut batch = self.inner.db.batch().durability(Some(PersistMode::Buffer));
         batch.insert(
             &self.inner.applied,
             &*self.inner.name,
@@ -299,7 +314,7 @@ impl KvStore {
         );
         batch
             .commit()
-            .map_err(|e| self.err("writing a KV store", e))
+            .map_err(|e| self.err("recording a KV store's applied state", e))
     }
 
     /// Removes every key and resets the applied state to `state` (for a
@@ -309,7 +324,7 @@ impl KvStore {
             .data
             .clear()
             .map_err(|e| self.err("clearing a KV store", e))?;
-        self.apply(std::iter::empty(), state)
+        self.set_applied(state)
     }
 
     /// A consistent, point-in-time view of the store, for scans that span
@@ -342,6 +357,15 @@ impl KvStore {
     /// Live keys as the engine estimates them (no scan).
     pub fn approximate_len(&self) -> usize {
         self.inner.data.approximate_len()
+    }
+
+    /// Compacts the whole store into its last level (blocking; benchmarks
+    /// and tools: the engine compacts in the background on its own).
+    pub fn compact(&self) -> Result<()> {
+        self.inner
+            .data
+            .major_compact()
+            .map_err(|e| self.err("compacting a KV store", e))
     }
 
     /// Tables in the store's first LSM level: the engine stalls writes as
@@ -411,6 +435,42 @@ mod tests {
     }
 
     #[test]
+    #[should_panic(expected = "greater than last key")]
+    fn ingestion_keys_must_ascend() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine(dir.path());
+        let store = engine.open_store(bucket(1, None, 0)).unwrap();
+        let _ = store.ingest(
+            [(&b"b"[..], Some(&b"1"[..])), (b"a", Some(b"2"))],
+            AppliedState::default(),
+        );
+    }
+
+    #[test]
+    fn later_ingestions_shadow_earlier_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine(dir.path());
+        let store = engine.open_store(bucket(1, None, 0)).unwrap();
+        for round in 0..3u8 {
+            store
+                .ingest(
+                    [
+                        (&b"k"[..], Some(&[round][..])),
+                        (b"z", (round < 2).then_some(&b"z"[..])),
+                    ],
+                    AppliedState {
+                        offset: i64::from(round),
+                        row_count: 0,
+                    },
+                )
+                .unwrap();
+        }
+        assert_eq!(store.get(b"k").unwrap().as_deref(), Some(&[2u8][..]));
+        assert_eq!(store.get(b"z").unwrap(), None);
+        assert_eq!(store.applied().unwrap().offset, 2);
+    }
+
+    #[test]
     fn changes_and_applied_state_survive_reopen_together() {
         let dir = tempfile::tempdir().unwrap();
         let tb = bucket(1, None, 0);
@@ -419,7 +479,7 @@ mod tests {
             let store = engine.open_store(tb).unwrap();
             assert_eq!(store.applied().unwrap(), AppliedState::default());
             store
-                .apply(
+                .ingest(
                     [(&b"a"[..], Some(&b"1"[..])), (b"b", Some(b"2"))],
                     AppliedState {
                         offset: 2,
@@ -428,7 +488,7 @@ mod tests {
                 )
                 .unwrap();
             store
-                .apply(
+                .ingest(
                     [(&b"a"[..], None)],
                     AppliedState {
                         offset: 3,
@@ -457,9 +517,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let engine = engine(dir.path());
         let store = engine.open_store(bucket(1, Some(5), 2)).unwrap();
-        let keys: [&[u8]; 4] = [b"ab", b"aa", b"b", b"ac"];
+        let keys: [&[u8]; 4] = [b"aa", b"ab", b"ac", b"b"];
         store
-            .apply(keys.iter().map(|k| (*k, Some(*k))), AppliedState::default())
+            .ingest(keys.iter().map(|k| (*k, Some(*k))), AppliedState::default())
             .unwrap();
         let mut seen = Vec::new();
         store
@@ -472,7 +532,7 @@ mod tests {
 
         let snapshot = store.snapshot();
         store
-            .apply([(&b"aa"[..], None)], AppliedState::default())
+            .ingest([(&b"aa"[..], None)], AppliedState::default())
             .unwrap();
         let mut seen = Vec::new();
         snapshot
@@ -499,7 +559,7 @@ mod tests {
         let tb = bucket(3, None, 1);
         let store = engine.open_store(tb).unwrap();
         store
-            .apply(
+            .ingest(
                 [(&b"k"[..], Some(&b"v"[..]))],
                 AppliedState {
                     offset: 1,
@@ -522,7 +582,7 @@ mod tests {
         let engine = engine(dir.path());
         let store = engine.open_store(bucket(1, None, 0)).unwrap();
         store
-            .apply(
+            .ingest(
                 [(&b"k"[..], Some(&b"v"[..]))],
                 AppliedState {
                     offset: 9,

@@ -78,12 +78,13 @@ async fn limit_scan_inner(
     match replica.kv.clone() {
         Some(kv) => {
             let records = blocking(move || {
+                let (snapshot, _) = kv.snapshot()?;
                 let mut out = Vec::new();
                 let mut batch = ValueBatchBuilder::start(&mut out);
                 let mut rows = 0;
                 let mut refused = None;
-                kv.store()
-                    .scan_prefix(&[], |_, value| {
+                snapshot
+                    .scan_from(None, |_, value| {
                         if let Err(e) = batch.append_value(value) {
                             refused = Some(e);
                             return false;
@@ -205,7 +206,7 @@ pub async fn scan_kv(node: &Node, r: pb::ScanKvRequest) -> pb::ScanKvResponse {
                 let limit = req.limit.filter(|&l| l > 0).map(|l| l as u64);
                 // The snapshot and the offset it stands for are taken
                 // together: the store only moves under the flush lock.
-                let (snapshot, applied) = kv.snapshot();
+                let (snapshot, applied) = kv.snapshot()?;
                 Ok((
                     scanners.new_id(),
                     ScanSession::new(bucket, snapshot, limit),

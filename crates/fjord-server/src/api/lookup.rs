@@ -11,7 +11,7 @@ use fjord_proto::messages as pb;
 use crate::error::{ApiError, ErrorCode};
 use crate::kv::KvTablet;
 use crate::node::Node;
-use crate::replica::{storage_error, TableBucket};
+use crate::replica::TableBucket;
 
 /// Most value bytes one PrefixLookup answer may carry: a prefix can match a
 /// whole bucket, and the answer must stay far below the frame limit.
@@ -122,12 +122,10 @@ fn read_values(kv: &KvTablet, keys: &[Bytes]) -> Result<Vec<pb::PbValue>, ApiErr
             .validate_key(key)
             .map_err(|e| bad_key(kv, i, "primary key", e))?;
     }
-    let bucket = kv.bucket();
     keys.iter()
         .map(|key| {
-            let value = kv.store().get(key).map_err(|e| storage_error(bucket, e))?;
             Ok(pb::PbValue {
-                values: value.map(|v| Bytes::copy_from_slice(&v)),
+                values: kv.get(key)?,
             })
         })
         .collect()
@@ -185,17 +183,15 @@ fn read_prefixes(kv: &KvTablet, prefixes: &[Bytes]) -> Result<Vec<pb::PbValueLis
     for prefix in prefixes {
         let mut values = Vec::new();
         let mut too_large = false;
-        kv.store()
-            .scan_prefix(prefix, |_, value| {
-                total += value.len();
-                if total > PREFIX_LOOKUP_BYTES_MAX {
-                    too_large = true;
-                    return false;
-                }
-                values.push(Bytes::copy_from_slice(value));
-                true
-            })
-            .map_err(|e| storage_error(bucket, e))?;
+        kv.scan_prefix(prefix, |value| {
+            total += value.len();
+            if total > PREFIX_LOOKUP_BYTES_MAX {
+                too_large = true;
+                return false;
+            }
+            values.push(Bytes::copy_from_slice(value));
+            true
+        })?;
         if too_large {
             return Err(ApiError::new(
                 ErrorCode::RecordTooLargeException,

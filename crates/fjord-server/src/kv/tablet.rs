@@ -11,23 +11,36 @@
 //!                   → log tablet append (sequence checks, duplicates)
 //!                 ok: the staged values become a pending batch ending at the
 //!                     changelog offset after it; error or duplicate: undone
-//! flush(hw)       pending batches below the log's high watermark go into
-//!                 the KV store in one atomic write with the new applied
-//!                 offset, then leave the buffer
+//! flush(hw)       pending batches below the log's high watermark become
+//!                 committed: they move to the in-memory committed layer
+//! spill           once the committed layer passes `kv.write-buffer-size`,
+//!                 it is frozen and written to the KV store as one sorted
+//!                 run (new tables, past the engine's memtable), with the
+//!                 offset it stands for
 //! open            replay the changelog from the store's applied offset
 //!                 to the high watermark (a store ahead of the log — a power
 //!                 cut under interval flushing — is rebuilt from the start)
 //! ```
 //!
-//! Readers (lookups, scans) read the KV store only: committed rows. The
-//! PutKv handler flushes before an acks=all answer, so an acknowledged write
-//! is visible to the next lookup. The store is never written past what the
-//! changelog holds durably, so after any crash the store is a prefix of the
+//! Reads go pending → committed (active, then frozen) → store for a merge,
+//! and committed → store for readers (lookups, scans): committed rows only.
+//! The PutKv handler flushes before an acks=all answer, so an acknowledged
+//! write is visible to the next lookup. Nothing reaches the store before
+//! its changelog is durable, so after any crash the store is a prefix of the
 //! changelog and the replay brings it to exactly the acknowledged writes.
+//!
+//! Why the committed layer: the engine's memtable is a skip list whose
+//! lookups and inserts, at a few hundred thousand keys, cost more than the
+//! rest of an upsert together, and an ordered map in its place still spent
+//! half of it comparing keys (`benches/kv_put.rs`). Hash maps for the
+//! batches in flight and for the committed changes, sorted once when
+//! written out as a run, keep the engine to its tables, bloom filters and
+//! block cache. Ordered reads (prefix lookups, scans) write a large
+//! committed layer out first, and scan a small one.
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::{Bytes, BytesMut};
 use fjord_format::arrow_log::{decode_log_batch, ArrowLogEncoder, ChangeType};
@@ -62,11 +75,20 @@ pub const PENDING_BYTES_MAX: usize = 256 << 20;
 /// starts slowing writes well before).
 pub const L0_TABLES_MAX: usize = 40;
 
+/// Default most bytes of keys and values a bucket keeps in its committed
+/// layer before writing them to the KV store as one sorted run
+/// (`kv.write-buffer-size`): large runs keep the store's first level
+/// small; the bound is the memory a bucket holds and the changelog a
+/// restart replays.
+pub const DEFAULT_WRITE_BUFFER_BYTES: usize = 32 << 20;
+
+/// Most bytes of committed changes an ordered read (a prefix lookup)
+/// scans in memory; above it the committed layer is written to the store
+/// first. Bounds both the scan and how often reads force small runs.
+const ORDERED_READ_SCAN_BYTES_MAX: usize = 1 << 20;
+
 /// Bytes of changelog read per step of the replay at open.
 const REPLAY_READ_BYTES: usize = 8 << 20;
-
-/// Changes applied to the store per atomic write during the replay.
-const REPLAY_CHANGES_PER_WRITE: usize = 64 * 1024;
 
 /// Distinct (target columns, agg mode) mergers a tablet keeps; writers use
 /// one or two each, so this only bounds a client cycling through many.
@@ -117,10 +139,6 @@ struct Pending {
 /// What a merger is built for: target column positions (`None`: full
 /// rows) and the agg mode.
 type MergerKey = (Option<Vec<usize>>, AggMode);
-
-/// A replay change: key range and value range (`None`: delete) into the
-/// replay's key and value buffers.
-type ReplayChange = (std::ops::Range<usize>, Option<std::ops::Range<usize>>);
 
 /// What the put path owns under the write lock, reused batch after batch.
 struct WriteState {
@@ -239,20 +257,63 @@ pub struct KvTablet {
     /// The INDEXED row layout, for INDEXED tables.
     indexed_layout: Option<IndexedRowDecoder>,
     write: Mutex<WriteState>,
-    /// Serializes flushes, so pending batches reach the store in order.
+    /// Committed changes not yet in the store.
+    committed: RwLock<Committed>,
+    /// Serializes flushes and spills, so changes reach the layers in
+    /// order; holds the store's own applied state.
     flush: Mutex<AppliedState>,
+    /// See [`DEFAULT_WRITE_BUFFER_BYTES`].
+    write_buffer_bytes: usize,
 }
 
-impl std::fmt::Debug for KvTablet {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KvTablet")
-            .field("bucket", &self.bucket)
-            .finish()
+/// An ordered run of changes (`None`: delete).
+type Run = HashMap<Bytes, Option<Bytes>>;
+
+/// The committed layer: changes whose changelog is durable, newest in
+/// `active`; `frozen` is being written to the store.
+#[derive(Default)]
+struct Committed {
+    active: Run,
+    active_bytes: usize,
+    /// The run being written, and the state it stands for.
+    frozen: Option<(Arc<Run>, AppliedState)>,
+    /// What the layers and the store hold together: the changelog offset
+    /// applied up to and the live rows.
+    state: AppliedState,
+}
+
+impl Committed {
+    /// The committed value of `key`: `Some(None)` for a committed delete,
+    /// `None` when the layers do not know the key (ask the store).
+    fn get(&self, key: &[u8]) -> Option<Option<Bytes>> {
+        if let Some(v) = self.active.get(key) {
+            return Some(v.clone());
+        }
+        self.frozen.as_ref().and_then(|(f, _)| f.get(key).cloned())
+    }
+
+    fn insert(&mut self, key: Bytes, value: Option<Bytes>) {
+        let key_len = key.len();
+        let new_len = value.as_ref().map_or(0, Bytes::len);
+        match self.active.insert(key, value) {
+            Some(old) => {
+                self.active_bytes = self.active_bytes - old.map_or(0, |v| v.len()) + new_len;
+            }
+            None => self.active_bytes += key_len + new_len,
+        }
     }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn read<T>(m: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(m: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(|p| p.into_inner())
 }
 
 fn corrupt_record(bucket: TableBucket, what: String) -> ApiError {
@@ -271,6 +332,7 @@ impl KvTablet {
         bucket: TableBucket,
         log: Arc<LogTablet>,
         store: KvStore,
+        write_buffer_bytes: usize,
     ) -> Result<Self, ApiError> {
         let storage = |e| storage_error(bucket, e);
         let encoder = ArrowLogEncoder::new(table.arrow_schema.clone(), table.compression)
@@ -324,7 +386,12 @@ impl KvTablet {
                 new_datums: Vec::new(),
                 merged_datums: Vec::new(),
             }),
+            committed: RwLock::new(Committed {
+                state: applied,
+                ..Committed::default()
+            }),
             flush: Mutex::new(applied),
+            write_buffer_bytes,
             indexed_layout,
             table,
             bucket,
@@ -340,7 +407,6 @@ impl KvTablet {
                 rows = replayed.row_count,
                 "replayed the changelog into the KV store"
             );
-            *lock(&tablet.flush) = replayed;
             lock(&tablet.write).rows = replayed.row_count;
         }
         Ok(tablet)
@@ -351,11 +417,95 @@ impl KvTablet {
         self.bucket
     }
 
-    /// A point-in-time view of the store and the applied state it stands
-    /// for (taken together: the store only moves under the flush lock).
-    pub fn snapshot(&self) -> (KvSnapshot, AppliedState) {
-        let applied = lock(&self.flush);
-        (self.store.snapshot(), *applied)
+    /// A point-in-time view of every committed row and the applied state
+    /// it stands for: the committed layer is written to the store first
+    /// (blocking), so the view is the store's.
+    pub fn snapshot(&self) -> Result<(KvSnapshot, AppliedState), ApiError> {
+        let mut store_state = lock(&self.flush);
+        self.spill_locked(&mut store_state)?;
+        Ok((self.store.snapshot(), *store_state))
+    }
+
+    /// The committed value of `key` (`schemaId ‖ row`), or `None`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>, ApiError> {
+        if let Some(value) = read(&self.committed).get(key) {
+            return Ok(value);
+        }
+        self.store
+            .get(key)
+            .map(|v| v.map(|v| Bytes::copy_from_slice(&v)))
+            .map_err(|e| storage_error(self.bucket, e))
+    }
+
+    /// Every committed row whose key starts with `prefix`, in key order,
+    /// calling `each` with its value until it returns `false` (blocking).
+    pub fn scan_prefix(
+        &self,
+        prefix: &[u8],
+        mut each: impl FnMut(&[u8]) -> bool,
+    ) -> Result<(), ApiError> {
+        // The committed changes under the prefix, in key order, then merged
+        // with the store's rows: a large committed layer is written to the
+        // store first, a small one is scanned.
+        let overlay: Vec<(Bytes, Option<Bytes>)> = {
+            let mut store_state = lock(&self.flush);
+            if read(&self.committed).active_bytes > ORDERED_READ_SCAN_BYTES_MAX {
+                self.spill_locked(&mut store_state)?;
+            }
+            let committed = read(&self.committed);
+            // A frozen run (left by a failed write) under the active one:
+            // the active change of a key wins.
+            let mut overlay: Vec<(Bytes, Option<Bytes>)> = committed
+                .active
+                .iter()
+                .chain(committed.frozen.iter().flat_map(|(f, _)| f.iter()))
+                .filter(|(k, _)| k.starts_with(prefix))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            // Stable: for equal keys the active entry, first, is kept.
+            overlay.sort_by(|a, b| a.0.cmp(&b.0));
+            overlay.dedup_by(|later, earlier| later.0 == earlier.0);
+            overlay
+        };
+        let mut pending = overlay.iter().peekable();
+        let mut go_on = true;
+        let mut failed = None;
+        self.store
+            .scan_prefix(prefix, |key, value| {
+                while let Some((k, _)) = pending.peek() {
+                    if &k[..] > key {
+                        break;
+                    }
+                    let (k, v) = pending.next().expect("peeked");
+                    if let Some(v) = v {
+                        if !each(v) {
+                            go_on = false;
+                            return false;
+                        }
+                    }
+                    if &k[..] == key {
+                        return true;
+                    }
+                }
+                if !each(value) {
+                    go_on = false;
+                    return false;
+                }
+                true
+            })
+            .map_err(|e| failed = Some(storage_error(self.bucket, e)))
+            .ok();
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        if go_on {
+            for v in pending.filter_map(|(_, v)| v.as_ref()) {
+                if !each(v) {
+                    break;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The table this tablet belongs to.
@@ -373,10 +523,10 @@ impl KvTablet {
         &self.store
     }
 
-    /// What the store holds: the changelog offset it is applied up to and
-    /// its live rows.
+    /// What the committed rows stand for: the changelog offset applied up
+    /// to and the live rows.
     pub fn applied(&self) -> AppliedState {
-        *lock(&self.flush)
+        read(&self.committed).state
     }
 
     /// How close the tablet is to refusing writes, 0 (none) to 1 (refusing):
@@ -695,10 +845,13 @@ impl KvTablet {
     }
 
     /// The value the key has now: the buffer's latest (staged or pending),
-    /// else the store's.
+    /// else the committed one.
     fn old_value(&self, pending: &Pending, key: &[u8]) -> Result<Option<OldValue>, ApiError> {
         if let Some(slot) = pending.latest.get(key) {
             return Ok(slot.value.clone().map(OldValue::Buffered));
+        }
+        if let Some(value) = read(&self.committed).get(key) {
+            return Ok(value.map(OldValue::Buffered));
         }
         self.store
             .get(key)
@@ -706,11 +859,12 @@ impl KvTablet {
             .map_err(|e| storage_error(self.bucket, e))
     }
 
-    /// Applies every pending batch that ends at or below `upto` (the
-    /// changelog's high watermark) to the store, in one atomic write with
-    /// the new applied state (blocking).
+    /// Commits every pending batch that ends at or below `upto` (the
+    /// changelog's high watermark): its changes move to the committed layer,
+    /// which is written to the store once it passes the write buffer size
+    /// (blocking then).
     pub fn flush(&self, upto: i64) -> Result<(), ApiError> {
-        let mut applied = lock(&self.flush);
+        let mut store_state = lock(&self.flush);
         let batches: Vec<PendingBatch> = {
             let mut st = lock(&self.write);
             let ready = st
@@ -721,44 +875,93 @@ impl KvTablet {
                 .count();
             st.pending.batches.drain(..ready).collect()
         };
-        let Some(last) = batches.last() else {
+        if batches.is_empty() {
             return Ok(());
-        };
-        let state = AppliedState {
-            offset: last.end,
-            row_count: applied.row_count + batches.iter().map(|b| b.row_delta).sum::<i64>(),
-        };
-        let changes = batches.iter().flat_map(|b| {
-            b.changes
-                .iter()
-                .map(|(k, v)| (&k[..], v.as_ref().map(|v| &v[..])))
-        });
-        if let Err(e) = self.store.apply(changes, state) {
-            // Back to the front of the queue: the next flush retries them.
-            let mut st = lock(&self.write);
-            for batch in batches.into_iter().rev() {
-                st.pending.batches.push_front(batch);
-            }
-            return Err(storage_error(self.bucket, e));
         }
-        *applied = state;
-        let mut st = lock(&self.write);
-        for batch in &batches {
-            for (key, _) in &batch.changes {
-                if let Entry::Occupied(slot) = st.pending.latest.entry(key.clone()) {
-                    if slot.get().end == batch.end {
-                        slot.remove();
+        let full = {
+            let mut committed = write(&self.committed);
+            for batch in &batches {
+                for (key, value) in &batch.changes {
+                    committed.insert(key.clone(), value.clone());
+                }
+                committed.state = AppliedState {
+                    offset: batch.end,
+                    row_count: committed.state.row_count + batch.row_delta,
+                };
+            }
+            committed.active_bytes >= self.write_buffer_bytes
+        };
+        {
+            let mut st = lock(&self.write);
+            for batch in &batches {
+                for (key, _) in &batch.changes {
+                    if let Entry::Occupied(slot) = st.pending.latest.entry(key.clone()) {
+                        if slot.get().end == batch.end {
+                            slot.remove();
+                        }
                     }
                 }
+                st.pending.bytes -= batch.bytes;
             }
-            st.pending.bytes -= batch.bytes;
+        }
+        if full {
+            self.spill_locked(&mut store_state)?;
         }
         Ok(())
     }
 
-    /// Replays the changelog from `from` to `to` into the store: `+I` and
-    /// `+U` rows put their key, `-D` rows delete it, `-U` rows are skipped
-    /// (every changelog row is a full image).
+    /// Writes the committed layer to the store (blocking), e.g. before a
+    /// clean shutdown, so a restart replays nothing.
+    pub fn spill(&self) -> Result<(), ApiError> {
+        self.spill_locked(&mut lock(&self.flush))
+    }
+
+    /// Freezes the active run and writes it to the store as one sorted run
+    /// with the state it stands for; readers see the frozen run until the
+    /// store has it. A run whose write failed stays frozen and is written
+    /// first next time. `store_state` is the flush lock's.
+    fn spill_locked(&self, store_state: &mut AppliedState) -> Result<(), ApiError> {
+        let (run, target, retry) = {
+            let mut committed = write(&self.committed);
+            match &committed.frozen {
+                // An earlier write failed: retry it first; the newer changes
+                // stay active until it is in.
+                Some((frozen, state)) => (Arc::clone(frozen), *state, true),
+                None if committed.active.is_empty() && committed.state == *store_state => {
+                    return Ok(())
+                }
+                None => {
+                    let run = Arc::new(std::mem::take(&mut committed.active));
+                    let state = committed.state;
+                    committed.active_bytes = 0;
+                    committed.frozen = Some((Arc::clone(&run), state));
+                    (run, state, false)
+                }
+            }
+        };
+        let mut sorted: Vec<(&Bytes, &Option<Bytes>)> = run.iter().collect();
+        sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        self.store
+            .ingest(
+                sorted.into_iter().map(|(k, v)| (&k[..], v.as_deref())),
+                target,
+            )
+            .map_err(|e| storage_error(self.bucket, e))?;
+        write(&self.committed).frozen = None;
+        *store_state = target;
+        if retry {
+            // The retried run is in; now the changes that waited.
+            return self.spill_locked(store_state);
+        }
+        Ok(())
+    }
+
+    /// Replays the changelog from `from` to `to` into the committed layer
+    /// (and so the store): `+I` and `+U` rows put their key, `-D` rows
+    /// delete it, `-U` rows are skipped (every changelog row is a full
+    /// image). Rows already in the store (its applied state may lag its
+    /// tables) are rewritten unchanged, and the row count follows what the
+    /// keys actually hold, so a replay over them changes nothing.
     fn replay(&self, from: AppliedState, to: i64) -> Result<AppliedState, ApiError> {
         let bucket = self.bucket;
         let table = &*self.table;
@@ -771,40 +974,20 @@ impl KvTablet {
                 ),
             )
         };
+        let mut store_state = lock(&self.flush);
         let mut state = from;
-        let mut keys: Vec<u8> = Vec::new();
-        let mut values: Vec<u8> = Vec::new();
-        // (key range, value range or None) into `keys` / `values`.
-        let mut changes: Vec<ReplayChange> = Vec::new();
         let mut datums: Vec<Datum<'_>> = Vec::new();
-        let flush = |state: AppliedState,
-                     keys: &mut Vec<u8>,
-                     values: &mut Vec<u8>,
-                     changes: &mut Vec<ReplayChange>|
-         -> Result<(), ApiError> {
-            self.store
-                .apply(
-                    changes
-                        .iter()
-                        .map(|(k, v)| (&keys[k.clone()], v.clone().map(|v| &values[v]))),
-                    state,
-                )
-                .map_err(storage)?;
-            keys.clear();
-            values.clear();
-            changes.clear();
-            Ok(())
-        };
+        let mut key = Vec::new();
+        let mut value = Vec::new();
         while state.offset < to {
-            let read = self
+            let chunk = self
                 .log
                 .read(state.offset, REPLAY_READ_BYTES)
                 .map_err(storage)?;
-            if read.records.is_empty() {
+            if chunk.records.is_empty() {
                 break;
             }
-            let mut batches = LogBatches::new(&read.records);
-            while let Some(batch) = batches.next() {
+            for batch in LogBatches::new(&chunk.records) {
                 let batch = batch.map_err(|e| corrupt(state.offset, e.to_string()))?;
                 let next = batch.next_offset();
                 if next <= state.offset {
@@ -814,8 +997,7 @@ impl KvTablet {
                     break;
                 }
                 if batch.record_count() > 0 {
-                    let start = batches.position() - batch.size_in_bytes();
-                    let bytes = read.records.slice(start..start + batch.size_in_bytes());
+                    let bytes = chunk.records.slice_ref(batch.as_bytes());
                     let decoded = decode_log_batch(&bytes.into(), table.arrow_schema.clone())
                         .map_err(|e| corrupt(batch.base_offset(), e.to_string()))?;
                     let Some(types) = decoded.change_types.as_ref() else {
@@ -834,39 +1016,46 @@ impl KvTablet {
                         let mut row_datums = recycle(std::mem::take(&mut datums));
                         read_row(&decoded.records, row, &mut row_datums)
                             .map_err(|e| corrupt(batch.base_offset(), e.to_string()))?;
-                        let key = table
+                        key.clear();
+                        table
                             .keys
-                            .encode_datums(&row_datums, &mut keys)
+                            .encode_datums(&row_datums, &mut key)
                             .map_err(|e| corrupt(batch.base_offset(), e.to_string()))?;
-                        let value = if change == ChangeType::Delete {
-                            state.row_count -= 1;
+                        let new_value = if change == ChangeType::Delete {
                             None
                         } else {
-                            if change == ChangeType::Insert {
-                                state.row_count += 1;
-                            }
-                            let start = values.len();
-                            values.extend_from_slice(&schema_id.to_le_bytes());
+                            value.clear();
+                            value.extend_from_slice(&schema_id.to_le_bytes());
                             table
                                 .rows
-                                .encode(&row_datums, &mut values)
+                                .encode(&row_datums, &mut value)
                                 .map_err(|e| corrupt(batch.base_offset(), e.to_string()))?;
-                            Some(start..values.len())
+                            Some(Bytes::copy_from_slice(&value))
                         };
                         datums = recycle(row_datums);
-                        changes.push((key, value));
+                        let existed = match read(&self.committed).get(&key) {
+                            Some(v) => v.is_some(),
+                            None => self.store.get(&key).map_err(storage)?.is_some(),
+                        };
+                        state.row_count += i64::from(new_value.is_some()) - i64::from(existed);
+                        write(&self.committed).insert(Bytes::copy_from_slice(&key), new_value);
                     }
                 }
                 state.offset = next;
-                if changes.len() >= REPLAY_CHANGES_PER_WRITE {
-                    flush(state, &mut keys, &mut values, &mut changes)?;
+                let full = {
+                    let mut committed = write(&self.committed);
+                    committed.state = state;
+                    committed.active_bytes >= self.write_buffer_bytes
+                };
+                if full {
+                    self.spill_locked(&mut store_state)?;
                 }
             }
         }
         if !table.counts_rows() {
             state.row_count = 0;
+            write(&self.committed).state = state;
         }
-        flush(state, &mut keys, &mut values, &mut changes)?;
         Ok(state)
     }
 
