@@ -183,26 +183,58 @@ impl ServerConnection {
         request: pb::ProduceLogRequest,
         write_timeout: Duration,
     ) -> impl Future<Output = Result<PendingResponse>> + Send + 'static {
+        self.queue_frame(
+            ApiKey::ProduceLog,
+            produce_log_frame(request),
+            write_timeout,
+        )
+    }
+
+    /// [`ServerConnection::queue_produce_log`] for any request (the upsert
+    /// writer's PutKv): its place in the write order is taken now, the
+    /// frame (encoded whole, `request` copied into the frame buffer) is
+    /// written when the returned future runs, with the same timeout and
+    /// the same abandonment of a connection whose queued frame was given up.
+    pub fn queue_request<Req: Message + Send + 'static>(
+        &self,
+        api: ApiKey,
+        request: Req,
+        write_timeout: Duration,
+    ) -> impl Future<Output = Result<PendingResponse>> + Send + 'static {
+        let encode = move |buf: &mut BytesMut, header: RequestHeader, _: &mut Vec<Bytes>| {
+            encode_request(buf, header, &request).map_err(|e| e.to_string())
+        };
+        self.queue_frame(api, encode, write_timeout)
+    }
+
+    /// Takes a strict turn now; the returned future writes the frame
+    /// `encode` lays out once the turn comes, within `write_timeout`.
+    fn queue_frame(
+        &self,
+        api: ApiKey,
+        encode: impl FnOnce(&mut BytesMut, RequestHeader, &mut Vec<Bytes>) -> std::result::Result<(), String>
+            + Send
+            + 'static,
+        write_timeout: Duration,
+    ) -> impl Future<Output = Result<PendingResponse>> + Send + 'static {
         let turn = self.take_turn(true);
         let connection = self.clone();
         async move {
-            let write =
-                connection.write_frame(turn, ApiKey::ProduceLog, produce_log_frame(request));
+            let write = connection.write_frame(turn, api, encode);
             match tokio::time::timeout(write_timeout, write).await {
                 Ok(written) => written,
                 // Dropping the write (and its turn) abandoned the connection.
-                Err(_) => {
-                    Err(ClientError::Io {
-                        addr: connection.inner.addr.clone(),
-                        source: std::io::Error::new(
-                            std::io::ErrorKind::TimedOut,
-                            format!(
-                                "the ProduceLog frame was not written within {} ms (the connection did not drain)",
-                                write_timeout.as_millis()
-                            ),
+                Err(_) => Err(ClientError::Io {
+                    addr: connection.inner.addr.clone(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!(
+                            "the {} frame was not written within {} ms (the connection did not drain)",
+                            api.name(),
+                            write_timeout.as_millis()
                         ),
-                    })
-                }
+                    ),
+                }),
             }
         }
     }
@@ -445,7 +477,9 @@ impl Inner {
 /// Lays out a ProduceLog request's frame with its batches as chunks.
 fn produce_log_frame(
     request: pb::ProduceLogRequest,
-) -> impl FnOnce(&mut BytesMut, RequestHeader, &mut Vec<Bytes>) -> std::result::Result<(), String> {
+) -> impl FnOnce(&mut BytesMut, RequestHeader, &mut Vec<Bytes>) -> std::result::Result<(), String>
+       + Send
+       + 'static {
     move |buf, header, chunks| {
         encode_produce_log_request_chunks(buf, header, request, chunks).map_err(|e| e.to_string())
     }

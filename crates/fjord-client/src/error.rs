@@ -173,6 +173,7 @@ fn is_retriable_code(code: ErrorCode) -> bool {
                 | ErrorCode::CorruptRecordException
                 | ErrorCode::DiskWriteLocked
                 | ErrorCode::HistoricalPartitionThrottled
+                | ErrorCode::KvStorageException
                 | ErrorCode::NotEnoughReplicasAfterAppendException
                 | ErrorCode::NotEnoughReplicasException
                 | ErrorCode::SchemaNotExist

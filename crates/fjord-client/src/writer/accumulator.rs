@@ -13,8 +13,6 @@
 //! Nothing here allocates per row: the builders are created once per
 //! bucket and reused after every seal.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -27,6 +25,7 @@ use crate::error::{ClientError, Result};
 use crate::row::{InternalRow, RowBatchBuilder};
 use crate::writer::backlog::EncodeBacklog;
 use crate::writer::memory::MemoryPool;
+use crate::writer::slots::Slots;
 use crate::writer::{BatchAck, Shared};
 
 /// A bucket of a table: `(partition id, bucket id)`; the partition is `None`
@@ -211,19 +210,10 @@ pub(crate) const ROWS_PER_RUN_MAX: usize = 256;
 pub(crate) struct Accumulator {
     schema: SchemaRef,
     assigner: BucketAssigner,
-    bucket_count: i32,
     batch_size_bytes: usize,
     batch_timeout: Duration,
-    /// Non-partitioned table: one slot per bucket, created on first use.
-    plain: Vec<Option<Slot>>,
-    /// Partitioned table: the slots of each partition seen, in the order
-    /// first seen ...
-    partition_slots: Vec<Vec<Option<Slot>>>,
-    /// ... found by partition id ...
-    partition_index: HashMap<i64, usize, BuildHasherDefault<PartitionIdHasher>>,
-    /// ... or, for a row of the previous row's partition (the common case:
-    /// rows come in long runs per partition), without a hash.
-    last_partition: Option<(i64, usize)>,
+    /// One slot per bucket (of each partition), created on first use.
+    slots: Slots<Slot>,
     /// Slots with rows; lets the linger task and flush skip empty buckets.
     open: Vec<BucketKey>,
     encode_tx: Option<mpsc::Sender<SealedBatch>>,
@@ -252,13 +242,9 @@ impl Accumulator {
         Self {
             schema,
             assigner,
-            bucket_count,
             batch_size_bytes,
             batch_timeout,
-            plain: (0..bucket_count).map(|_| None).collect(),
-            partition_slots: Vec::new(),
-            partition_index: HashMap::default(),
-            last_partition: None,
+            slots: Slots::new(bucket_count),
             open: Vec::new(),
             encode_tx: Some(encode_tx),
             backlog,
@@ -272,76 +258,12 @@ impl Accumulator {
         self.sealed_count
     }
 
-    /// The slot of `key`, created (once per bucket) on first use. Touches
-    /// no reference count: this runs per row, so the common case (the
-    /// slot exists; for a partitioned table, in the previous row's
-    /// partition) is inlined and the rest is out of line.
+    /// The slot of `key`, created (once per bucket) on first use
+    /// ([`Slots::get`]).
     #[inline(always)]
     fn slot(&mut self, key: BucketKey) -> Result<&mut Slot> {
-        let index = usize::try_from(key.1).unwrap_or(usize::MAX);
-        let partition = match (key.0, self.last_partition) {
-            (None, _) => None,
-            (Some(id), Some((last, at))) if id == last => Some(at),
-            (Some(_), _) => return self.slot_slow(key),
-        };
-        let slots = match partition {
-            None => &mut self.plain,
-            Some(at) => &mut self.partition_slots[at],
-        };
-        let found = slots
-            .get_mut(index)
-            .and_then(Option::as_mut)
-            .map(|slot| slot as *mut Slot);
-        match found {
-            // SAFETY: the pointer comes from a `&mut` borrow of `self` that
-            // this function's `&mut self` covers, and nothing touches
-            // `self` between taking it and handing it out. The round trip
-            // through a pointer only tells the borrow checker what it cannot
-            // see yet (returning a borrow on one branch and borrowing again
-            // on the other, NLL's "problem case 3"): without it the slot was
-            // looked up twice, ~10 instructions a row.
-            Some(slot) => Ok(unsafe { &mut *slot }),
-            None => self.slot_slow(key),
-        }
-    }
-
-    /// [`Accumulator::slot`] for a bucket's first row or another partition
-    /// than the previous row's; also reports a bucket out of range.
-    #[inline(never)]
-    fn slot_slow(&mut self, key: BucketKey) -> Result<&mut Slot> {
-        let count = self.bucket_count;
-        let index = usize::try_from(key.1)
-            .ok()
-            .filter(|&b| b < count as usize)
-            .ok_or_else(|| bucket_out_of_range(key.1, count))?;
-        let slots = match key.0 {
-            None => &mut self.plain,
-            Some(id) => {
-                let at = match self.last_partition {
-                    Some((last, at)) if last == id => at,
-                    _ => self.partition_position(id),
-                };
-                &mut self.partition_slots[at]
-            }
-        };
-        let entry = &mut slots[index];
-        if entry.is_none() {
-            *entry = Some(Slot::new(&self.schema)?);
-        }
-        Ok(entry.as_mut().expect("slot was just created"))
-    }
-
-    /// Where partition `id`'s slots are (made on its first row); remembered
-    /// for the next row.
-    fn partition_position(&mut self, id: i64) -> usize {
-        let slots = &mut self.partition_slots;
-        let count = self.bucket_count;
-        let at = *self.partition_index.entry(id).or_insert_with(|| {
-            slots.push((0..count).map(|_| None).collect());
-            slots.len() - 1
-        });
-        self.last_partition = Some((id, at));
-        at
+        let schema = &self.schema;
+        self.slots.get(key, || Slot::new(schema))
     }
 
     /// Drops, from every bucket's open batch, the values a row left when
@@ -351,9 +273,7 @@ impl Accumulator {
     #[cold]
     #[inline(never)]
     pub(crate) fn drop_partial_rows(&mut self) {
-        let plain = self.plain.iter_mut();
-        let partitioned = self.partition_slots.iter_mut().flatten();
-        for slot in plain.chain(partitioned).flatten() {
+        for slot in self.slots.iter_mut() {
             slot.builder.drop_partial_row();
         }
     }
@@ -415,7 +335,7 @@ impl Accumulator {
             // The row's room (larger than buffer memory) is not kept for a
             // batch that may never come.
             slot.builder.release_memory();
-            return Err(shared.pool.too_large(bytes));
+            return Err(shared.ledger.pool.too_large(bytes));
         }
         self.seal(key)?;
         Ok(RowOutcome::AppendAgain)
@@ -500,7 +420,7 @@ impl Accumulator {
             }
         }
         if let Some(bytes) = too_large {
-            refused = Some(shared.pool.too_large(bytes));
+            refused = Some(shared.ledger.pool.too_large(bytes));
         }
         let mut outcome = if appended == 0 {
             if was_empty {
@@ -536,7 +456,11 @@ impl Accumulator {
         let slot = self.slot(key)?;
         let was_empty = slot.builder.is_empty();
         if was_empty {
-            let presize_room = shared.pool.total_bytes().saturating_sub(open_presized);
+            let presize_room = shared
+                .ledger
+                .pool
+                .total_bytes()
+                .saturating_sub(open_presized);
             open_batch(slot, batch_size, presize_room, shared)?;
         }
         Ok((slot, was_empty))
@@ -556,7 +480,7 @@ impl Accumulator {
     /// (or reports the deficit) and seals the batch when full.
     #[inline(always)]
     fn appended(&mut self, key: BucketKey, was_empty: bool, shared: &Shared) -> Result<RowOutcome> {
-        let pool = &shared.pool;
+        let pool = &shared.ledger.pool;
         let slot = self.slot(key)?;
         let bytes = slot.builder.estimated_bytes();
         let seal_at = slot.seal_at_bytes;
@@ -741,7 +665,7 @@ fn refused_first_row(slot: &mut Slot, was_empty: bool, error: ClientError) -> Cl
 /// reserved once the others are acknowledged).
 #[inline]
 fn hard_limit(shared: &Shared) -> usize {
-    shared.pool.total_bytes()
+    shared.ledger.pool.total_bytes()
 }
 
 /// Readies `slot`'s empty batch for its first row: once per batch, not per
@@ -758,7 +682,7 @@ fn open_batch(
     if let Some(e) = shared.failure() {
         return Err(e);
     }
-    let pool = &shared.pool;
+    let pool = &shared.ledger.pool;
     // Its age and size rules (set again by the next row should this one be
     // refused).
     slot.opened_at = Instant::now();
@@ -785,13 +709,6 @@ fn open_batch(
     Ok(())
 }
 
-#[cold]
-fn bucket_out_of_range(bucket: i32, count: i32) -> ClientError {
-    ClientError::Invalid(format!(
-        "bucket {bucket} out of range: the table has {count} buckets"
-    ))
-}
-
 /// Uncompressed bytes at which a batch is sealed so that its compressed size
 /// is about `batch_size`: `batch_size / ratio`, within sane bounds (at most
 /// a quarter of the buffer memory, so several buckets can fill at once).
@@ -808,52 +725,20 @@ pub(crate) fn seal_threshold(batch_size: usize, ratio: f32, pool_bytes: usize) -
         .max(1)
 }
 
-/// Hashes a partition id for the per-row slot lookup of a partitioned
-/// table (a row outside the previous row's partition): one multiply
-/// instead of SipHash, which is per-row work the partitioned writer must
-/// not add. Ids are assigned by the server, not chosen by a peer, so
-/// flooding resistance buys nothing here.
-#[derive(Default)]
-struct PartitionIdHasher(u64);
-
-impl Hasher for PartitionIdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_i64(&mut self, id: i64) {
-        self.write_u64(id as u64);
-    }
-
-    fn write_u64(&mut self, v: u64) {
-        // Fibonacci hashing: the top bits (which hashbrown uses) depend on
-        // every bit of the id.
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
-    use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
-    use std::sync::Mutex;
+    use std::sync::atomic::AtomicU32;
 
     use fjord_format::arrow_schema::to_arrow_schema;
     use fjord_format::schema::{Schema, TableDescriptor, TableDistribution};
     use fjord_format::types::DataType;
-    use tokio::sync::Notify;
 
     use super::*;
     use crate::admin::{TableInfo, TablePath};
     use crate::bucket::NoKeyAssigner;
     use crate::row::Datum;
-    use crate::writer::Counters;
+    use crate::writer::ledger::Ledger;
 
     fn one_bucket_accumulator() -> (Accumulator, mpsc::Receiver<SealedBatch>) {
         one_bucket_accumulator_of(
@@ -903,21 +788,17 @@ mod tests {
         let (acc, _unused) = one_bucket_accumulator();
         let shared = Shared {
             acc: crate::writer::owner_lock::OwnerLock::new(acc).0,
-            pool: MemoryPool::new(1 << 24),
+            ledger: Arc::new(Ledger::new(1 << 24)),
             ratio_bits: AtomicU32::new(INITIAL_COMPRESSION_RATIO.to_bits()),
-            done: AtomicU64::new(0),
-            done_notify: Notify::new(),
-            failed: AtomicBool::new(false),
-            first_error: Mutex::new(None),
-            stats: Counters::default(),
             recycled: Recycled::default(),
             backlog: Arc::default(),
-            outputs: Default::default(),
         };
         let (mut acc, rx) = one_bucket_accumulator();
         let row = |id| [Datum::BigInt(id)];
         acc.append_row(None, &row(1), &shared).unwrap();
-        shared.complete(Err(ClientError::WriterClosed("batch 0 failed")), None, 0);
+        shared
+            .ledger
+            .complete(Err(ClientError::WriterClosed("batch 0 failed")), None, 0);
         // The open batch keeps filling: the check is once per batch.
         acc.append_row(None, &row(2), &shared).unwrap();
         acc.seal_all().unwrap();
@@ -935,7 +816,7 @@ mod tests {
         assert!(e.to_string().contains("batch 0 failed"), "{e}");
         assert!(acc.open.is_empty(), "the refused row opened no batch");
         // Once flush has taken the failure, rows are accepted again.
-        assert!(shared.take_first_error().is_some());
+        assert!(shared.ledger.take_first_error().is_some());
         acc.append_row(None, &row(3), &shared).unwrap();
     }
 
@@ -943,16 +824,10 @@ mod tests {
         let (acc, _unused) = one_bucket_accumulator();
         Shared {
             acc: crate::writer::owner_lock::OwnerLock::new(acc).0,
-            pool: MemoryPool::new(1 << 24),
+            ledger: Arc::new(Ledger::new(1 << 24)),
             ratio_bits: AtomicU32::new(INITIAL_COMPRESSION_RATIO.to_bits()),
-            done: AtomicU64::new(0),
-            done_notify: Notify::new(),
-            failed: AtomicBool::new(false),
-            first_error: Mutex::new(None),
-            stats: Counters::default(),
             recycled: Recycled::default(),
             backlog: Arc::default(),
-            outputs: Default::default(),
         }
     }
 
@@ -1117,7 +992,7 @@ mod tests {
     #[test]
     fn a_small_row_is_accepted_by_a_buffer_memory_of_one_reservation_step() {
         let mut shared = idle_shared();
-        shared.pool = MemoryPool::new(RESERVE_CHUNK_MIN_BYTES);
+        shared.ledger = Arc::new(Ledger::new(RESERVE_CHUNK_MIN_BYTES));
         let (mut acc, _rx) = one_bucket_accumulator();
         // Before hard_limit, this 8-byte row reserved one 4 KiB step and
         // went in (the batch seals at a quarter of the pool).
@@ -1177,7 +1052,7 @@ mod tests {
         let (mut acc, rx) = id_text_accumulator();
         let mut shared = idle_shared();
         // 4 MiB of buffer memory: batches seal at 1 MiB, reserved in steps.
-        shared.pool = MemoryPool::new(4 << 20);
+        shared.ledger = Arc::new(Ledger::new(4 << 20));
         let text = "x".repeat(1 << 10);
         for i in 0..900 {
             let outcome = acc
@@ -1185,7 +1060,7 @@ mod tests {
                 .unwrap();
             assert!(matches!(outcome, RowOutcome::Buffered), "row {i}");
             let estimated = acc.slot((None, 0)).unwrap().builder.estimated_bytes();
-            let reserved = shared.pool.used_bytes();
+            let reserved = shared.ledger.pool.used_bytes();
             assert!(
                 reserved >= estimated,
                 "row {i}: the open batch estimates {estimated} bytes but only {reserved} are reserved"
@@ -1206,7 +1081,7 @@ mod tests {
         let (mut acc, rx) = id_text_accumulator();
         let mut shared = idle_shared();
         // 4 MiB of buffer memory: batches seal at 1 MiB.
-        shared.pool = MemoryPool::new(4 << 20);
+        shared.ledger = Arc::new(Ledger::new(4 << 20));
         let small: Vec<[Datum<'_>; 2]> = (0..10)
             .map(|i| [Datum::BigInt(i), Datum::String("ab")])
             .collect();
@@ -1223,10 +1098,10 @@ mod tests {
         assert_eq!(sealed.batch.num_rows(), 26);
         let heap = sealed.batch.get_array_memory_size();
         assert!(
-            heap <= shared.pool.total_bytes(),
+            heap <= shared.ledger.pool.total_bytes(),
             "a batch of {} estimated bytes holds {heap} bytes of heap, more than the {} bytes of buffer memory",
             sealed.estimated_bytes,
-            shared.pool.total_bytes()
+            shared.ledger.pool.total_bytes()
         );
     }
 }

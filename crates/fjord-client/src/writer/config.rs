@@ -29,6 +29,8 @@ pub const OPT_NO_KEY_ASSIGNER: &str = "client.writer.bucket.no-key-assigner";
 pub const OPT_DYNAMIC_CREATE_PARTITION: &str = "client.writer.dynamic-create-partition.enabled";
 /// `client.request-timeout`.
 pub const OPT_REQUEST_TIMEOUT: &str = "client.request-timeout";
+/// `client.writer.kv-backpressure.max-throttle`.
+pub const OPT_KV_BACKPRESSURE_MAX_THROTTLE: &str = "client.writer.kv-backpressure.max-throttle";
 
 /// Fluss `client.writer.*` options Fjord's writer accepts and does not need
 /// (its memory is not paged, its batch size is estimated, not pre-sized).
@@ -37,7 +39,6 @@ const ACCEPTED_UNUSED: &[&str] = &[
     "client.writer.buffer.per-request-memory-size",
     "client.writer.buffer.wait-timeout",
     "client.writer.dynamic-batch-size.enabled",
-    "client.writer.kv-backpressure.max-throttle",
 ];
 
 /// Most batches in flight per bucket with idempotence: the server remembers
@@ -82,6 +83,13 @@ pub struct WriterConfig {
     pub dynamic_create_partition: bool,
     /// `client.request-timeout` (30 s): server-side timeout of a produce.
     pub request_timeout: Duration,
+    /// `client.writer.kv-backpressure.max-throttle` (3 s): the longest a
+    /// bucket of a primary-key table is held back after the server reports
+    /// storage pressure. A PutKv answer's `pressure` p in (0, 1) holds the
+    /// bucket for `max-throttle * p^2`; STORAGE_BACKPRESSURE holds it for
+    /// the whole `max-throttle` before the batch is retried (Fluss's
+    /// `RecordAccumulator.updateThrottle`).
+    pub kv_backpressure_max_throttle: Duration,
 }
 
 impl Default for WriterConfig {
@@ -98,6 +106,7 @@ impl Default for WriterConfig {
             no_key_assigner: NoKeyAssigner::Sticky,
             dynamic_create_partition: true,
             request_timeout: Duration::from_secs(30),
+            kv_backpressure_max_throttle: Duration::from_millis(3000),
         }
     }
 }
@@ -156,10 +165,14 @@ impl WriterConfig {
                 OPT_REQUEST_TIMEOUT => {
                     config.request_timeout = parse_duration(OPT_REQUEST_TIMEOUT, v)?
                 }
+                OPT_KV_BACKPRESSURE_MAX_THROTTLE => {
+                    config.kv_backpressure_max_throttle =
+                        parse_duration(OPT_KV_BACKPRESSURE_MAX_THROTTLE, v)?
+                }
                 k if ACCEPTED_UNUSED.contains(&k) => {}
                 k if k.starts_with("client.writer.") => {
                     return Err(ClientError::Invalid(format!(
-                        "unknown writer option {k:?} (known: {OPT_ACKS}, {OPT_BATCH_SIZE}, {OPT_BATCH_TIMEOUT}, {OPT_RETRIES}, {OPT_REQUEST_MAX_SIZE}, {OPT_MAX_INFLIGHT_PER_BUCKET}, {OPT_BUFFER_MEMORY_SIZE}, {OPT_ENABLE_IDEMPOTENCE}, {OPT_NO_KEY_ASSIGNER}, {OPT_DYNAMIC_CREATE_PARTITION})"
+                        "unknown writer option {k:?} (known: {OPT_ACKS}, {OPT_BATCH_SIZE}, {OPT_BATCH_TIMEOUT}, {OPT_RETRIES}, {OPT_REQUEST_MAX_SIZE}, {OPT_MAX_INFLIGHT_PER_BUCKET}, {OPT_BUFFER_MEMORY_SIZE}, {OPT_ENABLE_IDEMPOTENCE}, {OPT_NO_KEY_ASSIGNER}, {OPT_DYNAMIC_CREATE_PARTITION}, {OPT_KV_BACKPRESSURE_MAX_THROTTLE})"
                     )))
                 }
                 _ => {}
@@ -284,6 +297,9 @@ mod tests {
         assert!(c.enable_idempotence);
         assert!(c.dynamic_create_partition);
         assert_eq!(c.no_key_assigner, NoKeyAssigner::Sticky);
+        assert_eq!(c.kv_backpressure_max_throttle, Duration::from_secs(3));
+        let c = parse(&[(OPT_KV_BACKPRESSURE_MAX_THROTTLE, "250 ms")]).unwrap();
+        assert_eq!(c.kv_backpressure_max_throttle, Duration::from_millis(250));
     }
 
     #[test]

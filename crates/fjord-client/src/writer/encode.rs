@@ -67,7 +67,7 @@ impl OutputPool {
     /// An empty buffer with room for `bytes`: a kept one if it is large
     /// enough, else a fresh one (growing an empty kept buffer would copy
     /// its stale contents).
-    fn take(&self, bytes: usize) -> Vec<u8> {
+    pub(crate) fn take(&self, bytes: usize) -> Vec<u8> {
         let kept = self.buffers.lock().unwrap_or_else(|e| e.into_inner()).pop();
         match kept {
             Some(buffer) if buffer.capacity() >= bytes => buffer,
@@ -167,6 +167,7 @@ fn encode_one(
         batch.get_array_memory_size()
     };
     let mut out = shared
+        .ledger
         .outputs
         .take((uncompressed as f64 * f64::from(ratio)) as usize + ENCODE_HEADROOM_BYTES);
     // The sequence is taken only for a batch that encodes: a failed encode
@@ -184,7 +185,9 @@ fn encode_one(
     };
     if let Some(why) = failure {
         let error = ClientError::Format(format!("encoding a batch for bucket {}: {why}", key.1));
-        shared.complete(Err(error), completion, reserved_bytes);
+        shared
+            .ledger
+            .complete(Err(error), completion, reserved_bytes);
         return;
     }
     let sequence = sequences.take(key);
@@ -199,7 +202,7 @@ fn encode_one(
     }
     // The Arrow batch is gone; the buffer now holds only the encoded bytes.
     if out.len() < reserved_bytes {
-        shared.pool.release(reserved_bytes - out.len());
+        shared.ledger.pool.release(reserved_bytes - out.len());
         reserved_bytes = out.len();
     }
     let encoded = EncodedBatch {
@@ -214,7 +217,7 @@ fn encode_one(
     };
     if let Err(returned) = tx.send(encoded) {
         let batch = returned.0;
-        shared.complete(
+        shared.ledger.complete(
             Err(ClientError::WriterClosed("the sender task stopped")),
             batch.completion,
             batch.reserved_bytes,

@@ -38,14 +38,16 @@ mod backlog;
 pub mod config;
 pub mod encode;
 pub mod idempotence;
+pub(crate) mod ledger;
 pub mod memory;
-mod owner_lock;
+pub(crate) mod owner_lock;
 mod partitioned_batch;
 pub mod sender;
+pub(crate) mod slots;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
 
 use owner_lock::{OwnerGuard, OwnerKey, OwnerLock};
@@ -56,7 +58,7 @@ use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use fjord_format::arrow_log::{ArrowCompression, ArrowLogEncoder};
 use fjord_format::arrow_schema::to_arrow_schema;
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::oneshot;
 
 use crate::admin::TableInfo;
 use crate::bucket::{BatchBuckets, BucketAssigner};
@@ -65,7 +67,7 @@ use crate::error::{ClientError, Result};
 use crate::partition::{PartitionLookup, PartitionRouter, PartitionView};
 use crate::row::InternalRow;
 use accumulator::{Accumulator, RowOutcome, SealedBatch, INITIAL_COMPRESSION_RATIO};
-use memory::MemoryPool;
+use ledger::Ledger;
 
 pub use config::WriterConfig;
 
@@ -81,6 +83,10 @@ pub struct BatchAck {
     pub base_offset: i64,
     /// Rows in it.
     pub records: i32,
+    /// For a KV batch (upsert writer), the bucket's changelog end offset
+    /// once the batch was applied (`PbPutKvRespForBucket.log_end_offset`);
+    /// `None` for log batches and when the server did not say.
+    pub log_end_offset: Option<i64>,
 }
 
 /// Completion of one appended `RecordBatch`: resolves once the server
@@ -122,6 +128,7 @@ impl Future for BatchCompletion {
             bucket: -1,
             base_offset: -1,
             records: 0,
+            log_end_offset: None,
         });
         ack.records = this.records;
         Poll::Ready(Ok(ack))
@@ -144,13 +151,10 @@ pub struct WriterStats {
     pub max_buffered_bytes: u64,
     /// Times `append` had to wait for buffer memory (back-pressure).
     pub memory_waits: u64,
-}
-
-#[derive(Default)]
-pub(crate) struct Counters {
-    pub batches: AtomicU64,
-    pub bytes: AtomicU64,
-    pub retries: AtomicU64,
+    /// Times a bucket was held back because the server reported storage
+    /// pressure (primary-key tables: a PutKv answer's `pressure`, or
+    /// STORAGE_BACKPRESSURE); always 0 for log tables.
+    pub throttles: u64,
 }
 
 /// The locked accumulator ([`Shared::lock`]). Unlocked when dropped; if
@@ -200,25 +204,19 @@ impl Drop for RepairOnPanic<'_> {
 }
 
 /// State shared by the writer, the linger task, the encoder thread and the
-/// sender task. The row path touches only `acc` (its lock); `failed` is
-/// read once per batch, when a row opens one.
+/// sender task. The row path touches only `acc` (its lock); the ledger's
+/// failure flag is read once per batch, when a row opens one.
 pub(crate) struct Shared {
     /// Owned by the [`AppendWriter`] (its [`OwnerKey`]); the linger task
     /// takes it as a non-owner.
     acc: OwnerLock<Accumulator>,
-    pub(crate) pool: MemoryPool,
+    /// Buffer memory, completions and counters, shared with the sender.
+    pub(crate) ledger: Arc<Ledger>,
     ratio_bits: AtomicU32,
-    done: AtomicU64,
-    done_notify: Notify,
-    failed: AtomicBool,
-    first_error: std::sync::Mutex<Option<ClientError>>,
-    pub(crate) stats: Counters,
     /// Encoded row batches whose buffers the next batches write into.
     pub(crate) recycled: accumulator::Recycled,
     /// Sealed batches not yet encoded (the accumulator holds the same).
     pub(crate) backlog: Arc<backlog::EncodeBacklog>,
-    /// Buffers of acknowledged batches, for the encoder to reuse.
-    pub(crate) outputs: encode::OutputPool,
 }
 
 impl Shared {
@@ -274,71 +272,58 @@ impl Shared {
         self.ratio_bits.store(next.to_bits(), Ordering::Relaxed);
     }
 
-    /// Completes one batch: gives its memory back, reports the outcome to
-    /// its completion (if any) and, for a failure, to the next `flush`.
-    pub(crate) fn complete(
-        &self,
-        result: Result<BatchAck>,
-        completion: Option<oneshot::Sender<Result<BatchAck>>>,
-        reserved_bytes: usize,
-    ) {
-        self.pool.release(reserved_bytes);
-        let result = match result {
-            Ok(ack) => Ok(ack),
-            Err(e) => {
-                let mut first = self.first_error.lock().unwrap_or_else(|p| p.into_inner());
-                if first.is_none() {
-                    *first = Some(e.duplicate());
-                }
-                self.failed.store(true, Ordering::Release);
-                Err(e)
-            }
-        };
-        if let Some(tx) = completion {
-            let _ = tx.send(result);
-        }
-        self.done.fetch_add(1, Ordering::AcqRel);
-        self.done_notify.notify_waiters();
-    }
-
-    /// The first failure since the last flush, if any batch failed: read
-    /// once per batch on the row path, so one atomic load when none did.
+    /// The first failure since the last flush (see [`Ledger::failure`]).
     pub(crate) fn failure(&self) -> Option<ClientError> {
-        if !self.failed.load(Ordering::Acquire) {
-            return None;
+        self.ledger.failure()
+    }
+}
+
+/// One writer's partition routing (its own view of the table's shared
+/// router), for the append and the upsert writer alike.
+pub(crate) struct PartitionRouting {
+    pub(crate) view: PartitionView,
+    pub(crate) router: Arc<PartitionRouter>,
+}
+
+impl PartitionRouting {
+    /// The routing of a writer of the partitioned `table`: a router that
+    /// creates missing partitions when `dynamic_create` allows.
+    pub(crate) async fn new(
+        client: &FlussClient,
+        table: &TableInfo,
+        dynamic_create: bool,
+    ) -> Result<Self> {
+        let router = PartitionRouter::for_client(client, table, dynamic_create).await?;
+        Ok(Self {
+            view: router.view(),
+            router,
+        })
+    }
+
+    /// The id of `row`'s partition when it exists already; `None` when it
+    /// must be created first ([`PartitionRouting::ensure`]). Per row: the
+    /// view's lookup, no lock.
+    #[inline(always)]
+    pub(crate) fn known<R: InternalRow + ?Sized>(&mut self, row: &R) -> Result<Option<i64>> {
+        if let Some(id) = self.view.same_as_last(row) {
+            return Ok(Some(id));
         }
-        self.first_error_copy()
+        Ok(match self.view.lookup(row)? {
+            PartitionLookup::Known(id) => Some(id),
+            PartitionLookup::Missing => None,
+        })
     }
 
-    fn first_error_copy(&self) -> Option<ClientError> {
-        let first = self.first_error.lock().unwrap_or_else(|p| p.into_inner());
-        first.as_ref().map(ClientError::duplicate)
-    }
-
-    fn take_first_error(&self) -> Option<ClientError> {
-        let mut first = self.first_error.lock().unwrap_or_else(|p| p.into_inner());
-        self.failed.store(false, Ordering::Release);
-        first.take()
-    }
-
-    /// Waits until `target` batches are completed.
-    async fn wait_done(&self, target: u64) {
-        loop {
-            let notified = self.done_notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.done.load(Ordering::Acquire) >= target {
-                return;
-            }
-            notified.await;
-        }
+    /// The id of `row`'s partition, created first if it is missing (and
+    /// the writer may create partitions).
+    pub(crate) async fn ensure<R: InternalRow + ?Sized>(&self, row: &R) -> Result<i64> {
+        self.router.ensure(row).await
     }
 }
 
 /// Per-writer partition routing, present only for partitioned tables.
 struct Partitions {
-    view: PartitionView,
-    router: Arc<PartitionRouter>,
+    routing: PartitionRouting,
     /// Where the partition keys sit in the table's rows (for splitting a
     /// whole RecordBatch by partition).
     key_positions: partitioned_batch::KeyPositions,
@@ -392,13 +377,11 @@ impl AppendWriter {
         })?;
         let assigner = BucketAssigner::new(&table, config.no_key_assigner)?;
         let partitions = if table.is_partitioned() {
-            let router =
-                PartitionRouter::for_client(client, &table, config.dynamic_create_partition)
-                    .await?;
+            let routing =
+                PartitionRouting::new(client, &table, config.dynamic_create_partition).await?;
             let columns = table.descriptor.schema().columns();
             Some(Partitions {
-                view: router.view(),
-                router,
+                routing,
                 key_positions: partitioned_batch::KeyPositions::new(
                     columns.iter().map(|c| c.name.as_str()),
                     table.partition_keys(),
@@ -434,16 +417,10 @@ impl AppendWriter {
         let (acc, owner) = OwnerLock::new(accumulator);
         let shared = Arc::new(Shared {
             acc,
-            pool: MemoryPool::new(config.buffer_memory_bytes),
+            ledger: Arc::new(Ledger::new(config.buffer_memory_bytes)),
             ratio_bits: AtomicU32::new(INITIAL_COMPRESSION_RATIO.to_bits()),
-            done: AtomicU64::new(0),
-            done_notify: Notify::new(),
-            failed: AtomicBool::new(false),
-            first_error: std::sync::Mutex::new(None),
-            stats: Counters::default(),
             recycled: accumulator::Recycled::default(),
             backlog,
-            outputs: encode::OutputPool::default(),
         });
         encode::spawn(
             encoder,
@@ -458,7 +435,8 @@ impl AppendWriter {
             client.clone(),
             table.clone(),
             config.clone(),
-            Arc::clone(&shared),
+            sender::BatchRequest::ProduceLog,
+            Arc::clone(&shared.ledger),
             send_rx,
             initial_route,
         );
@@ -508,33 +486,7 @@ impl AppendWriter {
         &'a mut self,
         row: &'a R,
     ) -> impl Future<Output = Result<()>> + 'a {
-        Append {
-            writer: Some(self),
-            row,
-            then_wait: Some(AppendWriter::wait_then_append::<R>),
-            waiting: None,
-        }
-    }
-
-    /// [`AppendWriter::append`] without waiting: appends the row unless
-    /// something must be waited for first (a deficit left to settle, the
-    /// row's partition to create).
-    #[inline(always)]
-    fn append_now<R: InternalRow + ?Sized>(&mut self, row: &R) -> Result<AppendNow> {
-        if self.deficit.is_some() {
-            return Ok(AppendNow::Wait(None));
-        }
-        let Some(partition) = self.known_partition(row)? else {
-            return Ok(AppendNow::Wait(None));
-        };
-        let shared = &*self.shared;
-        let appended = shared.with_owner(&mut self.owner, move |acc| {
-            acc.append_row(partition, row, shared)
-        });
-        Ok(match appended? {
-            RowOutcome::Buffered => AppendNow::Appended,
-            outcome => AppendNow::Wait(Some(outcome)),
-        })
+        Append::new(self, row, AppendWriter::wait_then_append::<R>)
     }
 
     /// The partition of `row` when it exists already (`Some(None)` for a
@@ -543,16 +495,10 @@ impl AppendWriter {
     /// batch (when a row opens one), not here per row.
     #[inline(always)]
     fn known_partition<R: InternalRow + ?Sized>(&mut self, row: &R) -> Result<Option<Option<i64>>> {
-        let Some(p) = &mut self.partitions else {
-            return Ok(Some(None));
-        };
-        if let Some(id) = p.view.same_as_last(row) {
-            return Ok(Some(Some(id)));
+        match &mut self.partitions {
+            None => Ok(Some(None)),
+            Some(p) => Ok(p.routing.known(row)?.map(Some)),
         }
-        Ok(match p.view.lookup(row)? {
-            PartitionLookup::Known(id) => Some(Some(id)),
-            PartitionLookup::Missing => None,
-        })
     }
 
     /// [`AppendWriter::append`] after [`AppendWriter::append_now`] asked
@@ -582,7 +528,7 @@ impl AppendWriter {
         let partition = match self.known_partition(row)? {
             Some(partition) => partition,
             None => match &self.partitions {
-                Some(p) => Some(p.router.ensure(row).await?),
+                Some(p) => Some(p.routing.ensure(row).await?),
                 None => None,
             },
         };
@@ -668,11 +614,11 @@ impl AppendWriter {
         let Some((key, need)) = self.deficit else {
             return Ok(());
         };
-        self.shared.pool.reserve(need).await?;
+        self.shared.ledger.pool.reserve(need).await?;
         self.deficit = None;
         self.shared
             .lock_owner(&mut self.owner)
-            .settle(key, need, &self.shared.pool)
+            .settle(key, need, &self.shared.ledger.pool)
     }
 
     /// Appends a whole RecordBatch of the writer's schema as its own log
@@ -708,11 +654,13 @@ impl AppendWriter {
         }
         let by_partition: Vec<(Option<i64>, RecordBatch)> = match &mut self.partitions {
             None => vec![(None, batch)],
-            Some(p) => partitioned_batch::split_by_partition(&batch, &p.key_positions, &mut p.view)
-                .await?
-                .into_iter()
-                .map(|(id, part)| (Some(id), part))
-                .collect(),
+            Some(p) => {
+                partitioned_batch::split_by_partition(&batch, &p.key_positions, &mut p.routing.view)
+                    .await?
+                    .into_iter()
+                    .map(|(id, part)| (Some(id), part))
+                    .collect()
+            }
         };
         // Every part is split off and sized before any is sent: a batch the
         // buffer memory can never hold is refused whole, not after some of
@@ -722,14 +670,14 @@ impl AppendWriter {
             self.split_partition_batch(partition, batch, &mut parts)?;
         }
         for part in &parts {
-            self.shared.pool.check_fits(part.2)?;
+            self.shared.ledger.pool.check_fits(part.2)?;
         }
         for (key, part, reserved_bytes) in parts {
             // No wait for the encoder backlog here: the caller's batches
             // bring their own buffers (the backlog bounds the writer's), and
             // a wait per batch costs a wake-up that small batches (the
             // `long` workload's) feel; buffer memory bounds them.
-            self.shared.pool.reserve(reserved_bytes).await?;
+            self.shared.ledger.pool.reserve(reserved_bytes).await?;
             let (tx, rx) = oneshot::channel();
             completion.parts.push(rx);
             let sealed = SealedBatch {
@@ -782,8 +730,8 @@ impl AppendWriter {
             acc.seal_all()?;
             acc.sealed_count()
         };
-        self.shared.wait_done(target).await;
-        match self.shared.take_first_error() {
+        self.shared.ledger.wait_done(target).await;
+        match self.shared.ledger.take_first_error() {
             Some(e) => Err(e),
             None => Ok(()),
         }
@@ -798,15 +746,32 @@ impl AppendWriter {
 
     /// Counters of what the writer has done.
     pub fn stats(&self) -> WriterStats {
-        let s = &self.shared.stats;
-        WriterStats {
-            batches: s.batches.load(Ordering::Relaxed),
-            bytes: s.bytes.load(Ordering::Relaxed),
-            retries: s.retries.load(Ordering::Relaxed),
-            buffered_bytes: self.shared.pool.used_bytes() as u64,
-            max_buffered_bytes: self.shared.pool.max_used_bytes() as u64,
-            memory_waits: self.shared.pool.waits(),
+        self.shared.ledger.writer_stats()
+    }
+}
+
+impl<'r, R: InternalRow + ?Sized> AppendsNow<&'r R> for AppendWriter {
+    type Outcome = RowOutcome;
+
+    /// [`AppendWriter::append`] without waiting: appends the row unless
+    /// something must be waited for first (a deficit left to settle, the
+    /// row's partition to create).
+    #[inline(always)]
+    fn append_now(&mut self, row: &'r R) -> Result<AppendNow<RowOutcome>> {
+        if self.deficit.is_some() {
+            return Ok(AppendNow::Wait(None));
         }
+        let Some(partition) = self.known_partition(row)? else {
+            return Ok(AppendNow::Wait(None));
+        };
+        let shared = &*self.shared;
+        let appended = shared.with_owner(&mut self.owner, move |acc| {
+            acc.append_row(partition, row, shared)
+        });
+        Ok(match appended? {
+            RowOutcome::Buffered => AppendNow::Appended,
+            outcome => AppendNow::Wait(Some(outcome)),
+        })
     }
 }
 
@@ -822,39 +787,67 @@ impl Drop for AppendWriter {
     }
 }
 
-/// What [`AppendWriter::append_now`] did with a row.
-enum AppendNow {
+/// What a writer's row path did with a row without waiting
+/// ([`AppendsNow::append_now`]).
+pub(crate) enum AppendNow<O> {
     /// The row is in its batch; nothing to wait for.
     Appended,
-    /// The row led to a wait: what its [`RowOutcome`] asks (it may be in
-    /// its batch already), or, with `None`, whatever must be waited for
-    /// before it is tried (a deficit to settle, a partition to create).
-    Wait(Option<RowOutcome>),
+    /// The row led to a wait: what its outcome asks (it may be in its batch
+    /// already), or, with `None`, whatever must be waited for before it is
+    /// tried (a deficit to settle, a partition to create).
+    Wait(Option<O>),
 }
 
-/// The future [`AppendWriter::append`] returns. Its first poll appends the
-/// row when nothing must be waited for — nearly every row — at little more
-/// than the append's own cost: the future is five words. The waiting path
-/// (memory, the encoder, a partition to create), built by `then_wait` only
-/// when a row needs it, is boxed: one allocation per wait, about once a
-/// batch, where an `async fn` here carried that path's state inline (2 KB)
-/// and cost about 40 instructions a row more in building, polling and
-/// dropping it (docs/bench-notes/client.md, "Seventh pass"). Boxed, it is
-/// also `Unpin`, so nothing here needs pinning by hand.
-struct Append<'a, R: ?Sized, W, F> {
+/// A writer whose row path first tries to take a row without waiting:
+/// the append writer (rows) and the upsert writer (upserts and deletes).
+/// `Row` is what one call hands over (a reference, or a reference with
+/// the kind of write), copied into the [`Append`] future.
+pub(crate) trait AppendsNow<Row> {
+    /// What a row that needs a wait reports.
+    type Outcome;
+
+    /// Takes `row` unless something must be waited for.
+    fn append_now(&mut self, row: Row) -> Result<AppendNow<Self::Outcome>>;
+}
+
+/// The future a writer's `append` (or `upsert`, `delete`) returns. Its
+/// first poll takes the row when nothing must be waited for — nearly every
+/// row — at little more than the take's own cost: the future is five
+/// words. The waiting path (memory, the encoder, a partition to create),
+/// built by `then_wait` only when a row needs it, is boxed: one allocation
+/// per wait, about once a batch, where an `async fn` here carried that
+/// path's state inline (2 KB) and cost about 40 instructions a row more in
+/// building, polling and dropping it (docs/bench-notes/client.md, "Seventh
+/// pass"). Boxed, it is also `Unpin`, so nothing here needs pinning by hand.
+pub(crate) struct Append<'a, Wr, Row, W, F> {
     /// Taken by the first poll.
-    writer: Option<&'a mut AppendWriter>,
-    row: &'a R,
+    writer: Option<&'a mut Wr>,
+    row: Row,
     /// Builds the waiting path; taken when it is built.
     then_wait: Option<W>,
     /// The waiting path, once built.
     waiting: Option<Pin<Box<F>>>,
 }
 
-impl<'a, R, W, F> Future for Append<'a, R, W, F>
+impl<'a, Wr, Row, W, F> Append<'a, Wr, Row, W, F> {
+    /// The future of one row handed to `writer`; `then_wait` builds the
+    /// waiting path should the first poll need one.
+    #[inline(always)]
+    pub(crate) fn new(writer: &'a mut Wr, row: Row, then_wait: W) -> Self {
+        Self {
+            writer: Some(writer),
+            row,
+            then_wait: Some(then_wait),
+            waiting: None,
+        }
+    }
+}
+
+impl<'a, Wr, Row, W, F> Future for Append<'a, Wr, Row, W, F>
 where
-    R: InternalRow + ?Sized,
-    W: FnOnce(&'a mut AppendWriter, &'a R, Option<RowOutcome>) -> F + Unpin,
+    Wr: AppendsNow<Row>,
+    Row: Copy + Unpin,
+    W: FnOnce(&'a mut Wr, Row, Option<Wr::Outcome>) -> F + Unpin,
     F: Future<Output = Result<()>>,
 {
     type Output = Result<()>;
@@ -900,9 +893,24 @@ fn at_row(index: usize, error: ClientError) -> ClientError {
     }
 }
 
+/// State whose open batches the linger task seals when they grow old:
+/// the append writer's [`Shared`] and the upsert writer's.
+pub(crate) trait SealsExpired: Send + Sync + 'static {
+    /// Seals the batches opened before `now - batch-timeout` (taking the
+    /// accumulator's lock as a non-owner) and says when the next open one
+    /// expires (`None`: none is open).
+    fn seal_expired(&self, now: Instant) -> Result<Option<Instant>>;
+}
+
+impl SealsExpired for Shared {
+    fn seal_expired(&self, now: Instant) -> Result<Option<Instant>> {
+        self.lock_other().seal_expired(now)
+    }
+}
+
 /// Seals batches older than the batch timeout, also while the caller is
 /// idle. Ends when the writer is gone.
-async fn linger(shared: Weak<Shared>, timeout: std::time::Duration) {
+pub(crate) async fn linger<S: SealsExpired>(shared: Weak<S>, timeout: std::time::Duration) {
     let mut wake = Instant::now() + timeout;
     loop {
         tokio::time::sleep_until(wake.into()).await;
@@ -910,8 +918,7 @@ async fn linger(shared: Weak<Shared>, timeout: std::time::Duration) {
             return;
         };
         let now = Instant::now();
-        let next = shared.lock_other().seal_expired(now);
-        wake = match next {
+        wake = match shared.seal_expired(now) {
             Ok(Some(at)) => at,
             Ok(None) => now + timeout,
             Err(e) => {

@@ -1,10 +1,13 @@
 //! The sender task: queues encoded batches per bucket, groups the ready
-//! ones per leader into ProduceLog requests (one batch per bucket per
-//! request, up to `client.writer.request-max-size`), keeps at most
+//! ones per leader into requests — ProduceLog for the append writer's log
+//! batches, PutKv for the upsert writer's KV batches — (one batch per
+//! bucket per request, up to `client.writer.request-max-size`), keeps at most
 //! `client.writer.max-inflight-requests-per-bucket` batches of a bucket in
 //! flight, and completes each batch from its bucket's answer: success,
 //! retry with back-off (after refreshing metadata when the error calls for
-//! it), or failure.
+//! it), or failure. Storage pressure from a PutKv answer (its `pressure`,
+//! or STORAGE_BACKPRESSURE / KV_STORAGE_EXCEPTION) holds the bucket back
+//! (`client.writer.kv-backpressure.max-throttle`) and never fails a batch.
 //!
 //! It is the only owner of the queues and routes, so none of them is locked.
 //! Ordering: a bucket's batches are sent in sequence order; after a retry
@@ -75,7 +78,7 @@ use tokio::task::{self, JoinSet};
 
 use crate::admin::TableInfo;
 use crate::client::FlussClient;
-use crate::connection::ServerConnection;
+use crate::connection::{PendingResponse, ServerConnection};
 use crate::error::{ClientError, Result};
 use crate::metadata::TableRoute;
 use crate::writer::accumulator::BucketKey;
@@ -83,7 +86,8 @@ use crate::writer::encode::EncodedBatch;
 use crate::writer::idempotence::{
     earlier_batch_failed, judge, predecessor_pending, SequenceVerdict,
 };
-use crate::writer::{BatchAck, Shared, WriterConfig};
+use crate::writer::ledger::Ledger;
+use crate::writer::{BatchAck, WriterConfig};
 
 /// First retry back-off; doubled per attempt up to [`RETRY_BACKOFF_MAX`].
 pub(crate) const RETRY_BACKOFF_INITIAL: Duration = Duration::from_millis(50);
@@ -93,13 +97,85 @@ pub(crate) const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// produce request's frame to be written and again for its answer, so a
 /// server that never reads or never answers fails the request (retriable)
 /// instead of holding its batches forever.
-const ANSWER_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const ANSWER_GRACE: Duration = Duration::from_secs(5);
 /// Most route refreshes (MetaData requests to the coordinator) one sender
 /// has in flight at once, each for a different partition: a writer that
 /// starts writing many new partitions at once asks for their leaders a few
 /// at a time instead of flooding the coordinator, and the set of pending
 /// refreshes stays small enough to scan.
 const ROUTE_REFRESHES_MAX: usize = 8;
+
+/// The request a sender's batches travel in. One sender serves one
+/// writer, so every request it sends carries batches with the same target
+/// columns and aggregation mode, as PutKv requires.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum BatchRequest {
+    /// Log batches in ProduceLog requests (the append writer).
+    ProduceLog,
+    /// KV batches in PutKv requests (the upsert writer).
+    PutKv {
+        /// Columns written, by position; empty for whole rows.
+        target_columns: Vec<i32>,
+        /// `None` (the merge engine) or Fluss's `agg_mode` number.
+        agg_mode: Option<i32>,
+    },
+}
+
+impl BatchRequest {
+    fn api(&self) -> ApiKey {
+        match self {
+            BatchRequest::ProduceLog => ApiKey::ProduceLog,
+            BatchRequest::PutKv { .. } => ApiKey::PutKv,
+        }
+    }
+}
+
+/// A request queued on its connection, to be written by its task (boxed:
+/// one allocation per request, so either kind of request fits).
+type QueuedWrite =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<PendingResponse>> + Send>>;
+
+/// One bucket's part of an answer, whichever the request.
+struct BucketAnswer {
+    partition_id: Option<i64>,
+    bucket_id: i32,
+    error_code: Option<i32>,
+    error_message: Option<String>,
+    /// ProduceLog's `base_offset` (-1 when absent; PutKv has none).
+    base_offset: i64,
+    /// PutKv's `log_end_offset`.
+    log_end_offset: Option<i64>,
+    /// PutKv's `pressure`: the bucket's storage asks the writer to slow down.
+    pressure: Option<f32>,
+}
+
+impl From<pb::PbProduceLogRespForBucket> for BucketAnswer {
+    fn from(r: pb::PbProduceLogRespForBucket) -> Self {
+        Self {
+            partition_id: r.partition_id,
+            bucket_id: r.bucket_id,
+            error_code: r.error_code,
+            error_message: r.error_message,
+            base_offset: r.base_offset.unwrap_or(-1),
+            log_end_offset: None,
+            pressure: None,
+        }
+    }
+}
+
+impl From<pb::PbPutKvRespForBucket> for BucketAnswer {
+    fn from(r: pb::PbPutKvRespForBucket) -> Self {
+        Self {
+            partition_id: r.partition_id,
+            bucket_id: r.bucket_id,
+            error_code: r.error_code,
+            error_message: r.error_message,
+            base_offset: -1,
+            log_end_offset: r.log_end_offset,
+            pressure: r.pressure,
+        }
+    }
+}
 
 /// One bucket's queue and in-flight state.
 struct BucketQueue {
@@ -157,10 +233,11 @@ impl BucketQueue {
     }
 }
 
-/// What a finished produce request brings back.
+/// What a finished request brings back: its batches and, in request
+/// order, each bucket's answer.
 struct Answer {
     batches: Vec<EncodedBatch>,
-    result: Result<pb::ProduceLogResponse>,
+    result: Result<Vec<BucketAnswer>>,
 }
 
 /// The route refreshes in flight: at most one per partition, at most
@@ -210,7 +287,8 @@ pub(crate) struct Sender {
     table: Arc<TableInfo>,
     config: WriterConfig,
     idempotent: bool,
-    shared: Arc<Shared>,
+    request: BatchRequest,
+    ledger: Arc<Ledger>,
     rx: UnboundedReceiver<EncodedBatch>,
     buckets: HashMap<BucketKey, BucketQueue>,
     routes: HashMap<Option<i64>, TableRoute>,
@@ -223,7 +301,8 @@ impl Sender {
         client: FlussClient,
         table: TableInfo,
         config: WriterConfig,
-        shared: Arc<Shared>,
+        request: BatchRequest,
+        ledger: Arc<Ledger>,
         rx: UnboundedReceiver<EncodedBatch>,
         initial_route: TableRoute,
     ) -> Self {
@@ -241,7 +320,8 @@ impl Sender {
             idempotent: config.enable_idempotence,
             table,
             config,
-            shared,
+            request,
+            ledger,
             rx,
             buckets: HashMap::new(),
             routes,
@@ -301,7 +381,7 @@ impl Sender {
             .or_insert_with(BucketQueue::new);
         if let Some(why) = &queue.broken {
             let error = earlier_batch_failed(batch.key, why);
-            self.shared
+            self.ledger
                 .complete(Err(error), batch.completion, batch.reserved_bytes);
             return;
         }
@@ -465,38 +545,65 @@ impl Sender {
     /// taken here, on the sender task) and spawns its write and the wait
     /// for its answer; never waits itself.
     fn send_request(&mut self, connection: ServerConnection, batches: Vec<EncodedBatch>) {
-        let buckets_req = batches
-            .iter()
-            .map(|b| pb::PbProduceLogReqForBucket {
-                partition_id: b.key.0,
-                bucket_id: b.key.1,
-                records: Bytes::clone(&b.bytes),
-                original_partition_name: None,
-                routing_bucket_count: None,
-            })
-            .collect();
         let timeout_ms = i32::try_from(self.config.request_timeout.as_millis()).unwrap_or(i32::MAX);
-        let request = pb::ProduceLogRequest {
-            acks: self.config.acks,
-            table_id: self.table.table_id,
-            timeout_ms,
-            buckets_req,
-        };
+        let (acks, table_id) = (self.config.acks, self.table.table_id);
         let wait = self.config.request_timeout + ANSWER_GRACE;
+        let api = self.request.api();
         // Queued now, in the order the sender issues requests, so a
         // bucket's requests reach the server in sequence order; written by
         // the task, so a stalled socket holds up only this connection.
-        let write = connection.queue_produce_log(request, wait);
+        let write = match &self.request {
+            BatchRequest::ProduceLog => {
+                let buckets_req = batches
+                    .iter()
+                    .map(|b| pb::PbProduceLogReqForBucket {
+                        partition_id: b.key.0,
+                        bucket_id: b.key.1,
+                        records: Bytes::clone(&b.bytes),
+                        original_partition_name: None,
+                        routing_bucket_count: None,
+                    })
+                    .collect();
+                let request = pb::ProduceLogRequest {
+                    acks,
+                    table_id,
+                    timeout_ms,
+                    buckets_req,
+                };
+                Box::pin(connection.queue_produce_log(request, wait)) as QueuedWrite
+            }
+            BatchRequest::PutKv {
+                target_columns,
+                agg_mode,
+            } => {
+                let buckets_req = batches
+                    .iter()
+                    .map(|b| pb::PbPutKvReqForBucket {
+                        partition_id: b.key.0,
+                        bucket_id: b.key.1,
+                        records: Bytes::clone(&b.bytes),
+                        original_partition_name: None,
+                        routing_bucket_count: None,
+                    })
+                    .collect();
+                let request = pb::PutKvRequest {
+                    acks,
+                    table_id,
+                    timeout_ms,
+                    target_columns: target_columns.clone(),
+                    buckets_req,
+                    agg_mode: *agg_mode,
+                };
+                Box::pin(connection.queue_request(ApiKey::PutKv, request, wait))
+            }
+        };
         self.requests.spawn(async move {
             let result = match write.await {
                 Err(e) => Err(e),
-                Ok(pending) => {
-                    match tokio::time::timeout(wait, pending.wait::<pb::ProduceLogResponse>()).await
-                    {
-                        Ok(result) => result,
-                        Err(_) => Err(no_answer(&connection, wait)),
-                    }
-                }
+                Ok(pending) => match tokio::time::timeout(wait, answers(api, pending)).await {
+                    Ok(result) => result,
+                    Err(_) => Err(no_answer(api, &connection, wait)),
+                },
             };
             Answer { batches, result }
         });
@@ -511,50 +618,76 @@ impl Sender {
                     self.on_error(batch, e.duplicate());
                 }
             }
-            Ok(response) => {
+            Ok(mut answers) => {
                 for (i, batch) in batches.into_iter().enumerate() {
                     self.finish_inflight(batch.key);
                     // Answers come in request order: try the same position
                     // first, so a request of many buckets is not matched in
                     // quadratic time; search only if the server reordered.
-                    let matches = |r: &&pb::PbProduceLogRespForBucket| {
+                    let matches = |r: &BucketAnswer| {
                         r.bucket_id == batch.key.1 && r.partition_id == batch.key.0
                     };
-                    let entry = response
-                        .buckets_resp
-                        .get(i)
-                        .filter(matches)
-                        .or_else(|| response.buckets_resp.iter().find(matches));
-                    match entry {
+                    let at = if answers.get(i).is_some_and(matches) {
+                        Some(i)
+                    } else {
+                        answers.iter().position(matches)
+                    };
+                    let Some(at) = at else {
+                        let error = ClientError::Protocol {
+                            api: self.request.api().name(),
+                            message: format!(
+                                "no answer for bucket {} (partition {:?})",
+                                batch.key.1, batch.key.0
+                            ),
+                        };
+                        self.on_error(batch, error);
+                        continue;
+                    };
+                    let answer = &mut answers[at];
+                    if let Some(pressure) = answer.pressure {
+                        self.throttle(batch.key, pressure);
+                    }
+                    match answer.error_code.filter(|&c| c != 0) {
                         None => {
-                            let error = ClientError::Protocol {
-                                api: ApiKey::ProduceLog.name(),
-                                message: format!(
-                                    "no answer for bucket {} (partition {:?})",
-                                    batch.key.1, batch.key.0
-                                ),
-                            };
-                            self.on_error(batch, error);
+                            let (base_offset, log_end_offset) =
+                                (answer.base_offset, answer.log_end_offset);
+                            self.on_success(batch, base_offset, log_end_offset);
                         }
-                        Some(r) => match r.error_code.filter(|&c| c != 0) {
-                            None => {
-                                let base_offset = r.base_offset.unwrap_or(-1);
-                                self.on_success(batch, base_offset);
-                            }
-                            Some(code) => {
-                                let error = ErrorCode::from_code(code)
-                                    .unwrap_or(ErrorCode::UnknownServerError)
-                                    .with_message(r.error_message.clone().unwrap_or_default());
-                                self.on_error(
-                                    batch,
-                                    ClientError::server(ApiKey::ProduceLog, error),
-                                );
-                            }
-                        },
+                        Some(code) => {
+                            let error = ErrorCode::from_code(code)
+                                .unwrap_or(ErrorCode::UnknownServerError)
+                                .with_message(answer.error_message.take().unwrap_or_default());
+                            let api = self.request.api();
+                            self.on_error(batch, ClientError::server(api, error));
+                        }
                     }
                 }
             }
         }
+    }
+
+    /// Holds `key`'s bucket back as the server's storage `pressure` asks
+    /// (Fluss's `RecordAccumulator.updateThrottle`): for
+    /// `max-throttle * p^2` when p is in (0, 1), the whole `max-throttle`
+    /// for p >= 1 (what a STORAGE_BACKPRESSURE refusal counts as); no
+    /// longer than an earlier hold already is.
+    fn throttle(&mut self, key: BucketKey, pressure: f32) {
+        if pressure.is_nan() || pressure <= 0.0 {
+            return;
+        }
+        let max = self.config.kv_backpressure_max_throttle;
+        let hold = if pressure >= 1.0 {
+            max
+        } else {
+            max.mul_f64(f64::from(pressure) * f64::from(pressure))
+        };
+        if hold.is_zero() {
+            return;
+        }
+        self.ledger.stats.throttles.fetch_add(1, Ordering::Relaxed);
+        let until = Instant::now() + hold;
+        let queue = self.buckets.entry(key).or_insert_with(BucketQueue::new);
+        queue.not_before = Some(queue.not_before.map_or(until, |t| t.max(until)));
     }
 
     fn finish_inflight(&mut self, key: BucketKey) {
@@ -563,7 +696,7 @@ impl Sender {
         }
     }
 
-    fn on_success(&mut self, batch: EncodedBatch, base_offset: i64) {
+    fn on_success(&mut self, batch: EncodedBatch, base_offset: i64, log_end_offset: Option<i64>) {
         let queue = self
             .buckets
             .entry(batch.key)
@@ -586,15 +719,16 @@ impl Sender {
             bucket: batch.key.1,
             base_offset,
             records: batch.records,
+            log_end_offset,
         };
-        self.shared.stats.batches.fetch_add(1, Ordering::Relaxed);
-        self.shared
+        self.ledger.stats.batches.fetch_add(1, Ordering::Relaxed);
+        self.ledger
             .stats
             .bytes
             .fetch_add(batch.bytes.len() as u64, Ordering::Relaxed);
-        self.shared
+        self.ledger
             .complete(Ok(ack), batch.completion, batch.reserved_bytes);
-        self.shared.outputs.give(batch.bytes);
+        self.ledger.outputs.give(batch.bytes);
     }
 
     fn on_error(&mut self, mut batch: EncodedBatch, error: ClientError) {
@@ -616,7 +750,7 @@ impl Sender {
                     batch.sent_before_predecessor_acked,
                 ) {
                     SequenceVerdict::AlreadyWritten => {
-                        self.on_success(batch, -1);
+                        self.on_success(batch, -1, None);
                         return;
                     }
                     SequenceVerdict::RetryAfterEarlier => retry_now = true,
@@ -631,10 +765,17 @@ impl Sender {
             // others' next sends only through this).
             self.routes.remove(&batch.key.0);
         }
+        // Storage under pressure is a reason to wait, never to give up a
+        // batch: neither counts against `client.writer.retries` (Fluss's
+        // Sender retries STORAGE_BACKPRESSURE after holding the bucket for
+        // the whole max throttle, and KV_STORAGE_EXCEPTION is retriable).
+        let backpressure = code == Some(ErrorCode::StorageBackpressureException);
+        let storage_busy = backpressure || code == Some(ErrorCode::KvStorageException);
         let retriable = retry_now || error.is_retriable();
-        if retriable && batch.attempts < self.config.retries && queue.broken.is_none() {
-            batch.attempts += 1;
-            self.shared.stats.retries.fetch_add(1, Ordering::Relaxed);
+        let budget_left = storage_busy || batch.attempts < self.config.retries;
+        if retriable && budget_left && queue.broken.is_none() {
+            batch.attempts = batch.attempts.saturating_add(1);
+            self.ledger.stats.retries.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(
                 table = %self.table.path,
                 bucket = batch.key.1,
@@ -642,10 +783,13 @@ impl Sender {
                 sequence = batch.sequence,
                 attempt = batch.attempts,
                 error = %error,
-                "produce failed; retrying"
+                "write failed; retrying"
             );
             let backoff = if retry_now {
                 Duration::ZERO
+            } else if backpressure {
+                self.ledger.stats.throttles.fetch_add(1, Ordering::Relaxed);
+                backoff(batch.attempts).max(self.config.kv_backpressure_max_throttle)
             } else {
                 backoff(batch.attempts)
             };
@@ -665,19 +809,19 @@ impl Sender {
             let why = error.to_string();
             for later in drained {
                 let e = earlier_batch_failed(later.key, &why);
-                self.shared
+                self.ledger
                     .complete(Err(e), later.completion, later.reserved_bytes);
             }
         }
-        tracing::error!(table = %self.table.path, bucket = batch.key.1, error = %error, "produce failed");
-        self.shared
+        tracing::error!(table = %self.table.path, bucket = batch.key.1, error = %error, "write failed");
+        self.ledger
             .complete(Err(error), batch.completion, batch.reserved_bytes);
     }
 }
 
 /// Back-off before attempt `attempt` (1-based): doubling from
 /// [`RETRY_BACKOFF_INITIAL`], at most [`RETRY_BACKOFF_MAX`].
-fn backoff(attempt: i32) -> Duration {
+pub(crate) fn backoff(attempt: i32) -> Duration {
     let shift = attempt.saturating_sub(1).clamp(0, 16) as u32;
     RETRY_BACKOFF_INITIAL
         .saturating_mul(1u32 << shift)
@@ -710,16 +854,36 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// The error of a produce request that got no answer within `wait`.
-fn no_answer(connection: &ServerConnection, wait: Duration) -> ClientError {
+/// The error of a request of `api` that got no answer within `wait`.
+fn no_answer(api: ApiKey, connection: &ServerConnection, wait: Duration) -> ClientError {
     ClientError::Server {
-        api: ApiKey::ProduceLog.name(),
+        api: api.name(),
         error: ErrorCode::RequestTimeOut.with_message(format!(
             "no answer from {} within {} ms",
             connection.addr(),
             wait.as_millis()
         )),
     }
+}
+
+/// Waits for the answer of a request of `api` and reads each bucket's part.
+async fn answers(api: ApiKey, pending: PendingResponse) -> Result<Vec<BucketAnswer>> {
+    Ok(match api {
+        ApiKey::PutKv => pending
+            .wait::<pb::PutKvResponse>()
+            .await?
+            .buckets_resp
+            .into_iter()
+            .map(BucketAnswer::from)
+            .collect(),
+        _ => pending
+            .wait::<pb::ProduceLogResponse>()
+            .await?
+            .buckets_resp
+            .into_iter()
+            .map(BucketAnswer::from)
+            .collect(),
+    })
 }
 
 /// Batches `queue`'s bucket may have in flight: one while it recovers from
