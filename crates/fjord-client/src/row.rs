@@ -49,6 +49,7 @@
 
 pub(crate) mod arrow_column;
 mod batch_builder;
+pub(crate) mod value;
 
 pub use batch_builder::{FieldWriter, RowBatchBuilder, COLUMN_VAR_BYTES_MAX};
 pub use fjord_format::datum::{Datum, Timestamp, NANOS_PER_MILLI};

@@ -48,6 +48,8 @@ struct KeyColumn {
 pub struct KeyEncoder {
     columns: Vec<KeyColumn>,
     buf: Vec<u8>,
+    /// What the key is, for messages: "bucket key" or "primary key".
+    role: &'static str,
 }
 
 impl KeyEncoder {
@@ -55,15 +57,27 @@ impl KeyEncoder {
     /// Fails when a name is not a column or its type cannot be a bucket key
     /// here (ARRAY, MAP, ROW).
     pub fn new(schema: &Schema, key_names: &[String]) -> Result<Self> {
+        Self::with_role(schema, key_names, "bucket key")
+    }
+
+    /// The encoder of a primary key: the `key_names` columns of `schema`
+    /// (the physical primary key: the primary key without the partition
+    /// keys), the bytes a primary-key table stores and looks rows up by.
+    /// Fails as [`KeyEncoder::new`] does, naming the primary key.
+    pub fn primary_key(schema: &Schema, key_names: &[String]) -> Result<Self> {
+        Self::with_role(schema, key_names, "primary key")
+    }
+
+    fn with_role(schema: &Schema, key_names: &[String], role: &'static str) -> Result<Self> {
         let mut columns = Vec::with_capacity(key_names.len());
         for name in key_names {
             let pos = schema.column_index(name).ok_or_else(|| {
-                ClientError::Invalid(format!("bucket key `{name}` is not a column of the table"))
+                ClientError::Invalid(format!("{role} `{name}` is not a column of the table"))
             })?;
             let data_type = &schema.columns()[pos].data_type;
             let kind = ColumnKind::of(data_type.kind()).ok_or_else(|| {
                 ClientError::Invalid(format!(
-                    "bucket key column `{name}` has type {data_type}, which this client cannot hash"
+                    "{role} column `{name}` has type {data_type}, which cannot be a key"
                 ))
             })?;
             columns.push(KeyColumn {
@@ -80,22 +94,45 @@ impl KeyEncoder {
         Ok(Self {
             columns,
             buf: Vec::with_capacity(64),
+            role,
         })
     }
 
     /// The encoded key of `row` (a row of the whole table). Callers check
     /// the row's width first; fails when a key value is NULL or its datum
     /// does not match the column's type.
+    #[inline]
     pub fn encode_row<R: InternalRow + ?Sized>(&mut self, row: &R) -> Result<&[u8]> {
-        self.buf.clear();
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        let encoded = self.encode_row_into(row, &mut buf);
+        self.buf = buf;
+        encoded?;
+        Ok(&self.buf)
+    }
+
+    /// [`KeyEncoder::encode_row`] appending to a caller's buffer: for
+    /// callers that share the encoder (`&self`) or keep the key. On error
+    /// `out` holds part of the key; the caller drops it.
+    #[inline]
+    pub fn encode_row_into<R: InternalRow + ?Sized>(
+        &self,
+        row: &R,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
         for (i, column) in self.columns.iter().enumerate() {
             // Read again for the message rather than kept alive across the
             // encode, which would pin the datum to the stack.
-            if let Err(refusal) = write_value(column.kind, &row.datum(column.pos), &mut self.buf) {
+            if let Err(refusal) = write_value(column.kind, &row.datum(column.pos), out) {
                 return Err(self.refusal_error(i, row.datum(column.pos), refusal));
             }
         }
-        Ok(&self.buf)
+        Ok(())
+    }
+
+    /// The key columns' positions in the rows this encoder reads, in key order.
+    pub fn positions(&self) -> impl Iterator<Item = usize> + '_ {
+        self.columns.iter().map(|c| c.pos)
     }
 
     /// Typed views of the key columns of `batch`, made once per batch.
@@ -130,19 +167,20 @@ impl KeyEncoder {
     #[cold]
     fn refusal_error(&self, i: usize, datum: Datum<'_>, refusal: ValueRefusal) -> ClientError {
         let column = &self.columns[i];
+        let role = self.role;
         ClientError::Invalid(match refusal {
             ValueRefusal::Null => format!(
-                "bucket key column `{}` is NULL; rows of a table with bucket keys need key values",
+                "{role} column `{}` is NULL; rows of a table with {role}s need key values",
                 column.name
             ),
             ValueRefusal::Mismatch => format!(
-                "bucket key column `{}` ({}) cannot take a {} value",
+                "{role} column `{}` ({}) cannot take a {} value",
                 column.name,
                 column.kind,
                 datum.type_name()
             ),
             ValueRefusal::OutOfRange(reason) => format!(
-                "bucket key column `{}` ({}): value {datum} does not fit: {reason}",
+                "{role} column `{}` ({}): value {datum} does not fit: {reason}",
                 column.name, column.kind
             ),
         })

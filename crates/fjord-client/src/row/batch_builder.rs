@@ -36,7 +36,7 @@ use crate::error::{ClientError, Result};
 mod fields;
 
 pub use fields::FieldWriter;
-use fields::WrittenFields;
+pub(in crate::row) use fields::{RowTarget, WrittenFields};
 
 /// Columns being written a run of rows, rolled back to `rows` rows when
 /// dropped: on a refusal, and when a row's `datum` panics part way through
@@ -280,7 +280,7 @@ impl ColumnKind {
 /// the row loop carries a refusal from value to value, and as a string
 /// each reason's address was computed before every row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Unfit {
+pub(in crate::row) enum Unfit {
     /// BINARY(n) given a value of another length.
     BinaryWidth,
     /// DECIMAL given more digits than its precision.
@@ -293,12 +293,15 @@ enum Unfit {
     VarBytes,
     /// A row read differently the second time.
     ValueChanged,
+    /// A primary-key row's codec refused the value, for this reason.
+    Row(&'static str),
 }
 
 impl Unfit {
     /// The reason, as the error message says it.
-    fn reason(self) -> &'static str {
+    pub(in crate::row) fn reason(self) -> &'static str {
         match self {
+            Unfit::Row(reason) => reason,
             Unfit::BinaryWidth => "byte length differs from BINARY(n)",
             Unfit::DecimalDigits => "unscaled value has more digits than the precision",
             Unfit::TimestampOverflow => "timestamp overflows the column's unit",
@@ -311,7 +314,7 @@ impl Unfit {
 
 /// Why one value could not be appended (the column is added by the caller).
 #[derive(Clone, Copy)]
-enum Refusal {
+pub(in crate::row) enum Refusal {
     /// The datum's variant does not fit the column.
     Mismatch,
     /// NULL into a NOT NULL column.

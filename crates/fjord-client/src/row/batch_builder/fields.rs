@@ -18,33 +18,92 @@
 //! (`RowBatchBuilder::drop_partial_row`); a row that does not panic pays
 //! one load of the global panic count, on unlock.
 
-use super::{Column, Refusal};
+use fjord_format::row::compacted::CompactedRowWriter;
+use fjord_format::row::indexed::IndexedRowWriter;
+use fjord_format::row::{FieldType, RowError};
+
+use super::{Column, Refusal, Unfit};
 use crate::row::{Datum, Timestamp};
 
-/// Writes one row's fields into a batch's columns, in column order. Made by
-/// the batch builder for each row and handed to
+/// Writes one row's fields, in column order, into what the writer fills:
+/// the Arrow columns of a batch (the append writer's
+/// [`RowBatchBuilder`](super::RowBatchBuilder)) or one primary-key row in
+/// the table's `table.kv.format` (the upsert writer's values). Made for
+/// each row and handed to
 /// [`InternalRow::write_fields`](crate::row::InternalRow::write_fields).
 ///
 /// Guarantees: every call writes the next field (a value the column cannot
 /// take, or a field past the table's last column, is refused rather than
-/// written to another column); after `write_fields` the builder keeps the
-/// row only when exactly one value per column was written and none was
-/// refused, and otherwise rolls every column back to the rows before it.
+/// written to another column); after `write_fields` the row is kept only
+/// when exactly one value per column was written and none was refused, and
+/// otherwise every column (or the row's bytes) is rolled back.
 pub struct FieldWriter<'a> {
-    columns: &'a mut [Column],
-    /// The row's index in the batch (the rows before it are in the columns).
-    row: usize,
+    target: Target<'a>,
     /// Fields written so far, including refused ones and ones past the last
     /// column: the position of the next field.
     next: usize,
-    /// Bytes added to STRING/BYTES data buffers by this row.
+    /// Bytes added to STRING/BYTES data buffers by this row (Arrow columns).
     var_bytes: usize,
     /// The first refused field and why.
     refused: Option<(usize, Refusal)>,
 }
 
+/// What a [`FieldWriter`] writes into.
+enum Target<'a> {
+    /// A batch's Arrow columns, at row `row` (the rows before it are in the
+    /// columns).
+    Columns {
+        columns: &'a mut [Column],
+        row: usize,
+    },
+    /// One primary-key row.
+    Row(RowTarget<'a>),
+}
+
+/// One primary-key row being written, in either `table.kv.format`.
+pub(in crate::row) enum RowTarget<'a> {
+    /// COMPACTED, with the row type's columns.
+    Compacted {
+        writer: CompactedRowWriter<'a>,
+        fields: &'a [FieldType],
+    },
+    /// INDEXED (the writer knows the row type).
+    Indexed(IndexedRowWriter<'a, 'a>),
+}
+
+impl RowTarget<'_> {
+    /// Writes `datum` as field `pos`; a field past the row's arity is only
+    /// counted (the caller refuses the row for its field count).
+    #[inline(always)]
+    fn write(&mut self, pos: usize, datum: &Datum<'_>) -> Result<(), Refusal> {
+        let written = match self {
+            RowTarget::Compacted { writer, fields } => match fields.get(pos) {
+                Some(field) => writer.write_datum(*field, datum),
+                None => return Ok(()),
+            },
+            RowTarget::Indexed(writer) => {
+                if pos != writer.fields_written() {
+                    return Ok(());
+                }
+                writer.write_datum(datum)
+            }
+        };
+        written.map_err(refusal_of_row_error)
+    }
+}
+
+/// The refusal a row codec's error stands for.
+#[cold]
+fn refusal_of_row_error(error: RowError) -> Refusal {
+    match error {
+        RowError::NullNotAllowed { .. } => Refusal::Null,
+        RowError::ValueOutOfRange { reason, .. } => Refusal::OutOfRange(Unfit::Row(reason)),
+        _ => Refusal::Mismatch,
+    }
+}
+
 /// What a row's [`FieldWriter`] left for the builder to check.
-pub(super) struct WrittenFields {
+pub(in crate::row) struct WrittenFields {
     /// Fields written (the table's column count for a whole row).
     pub count: usize,
     /// Bytes the row added to STRING/BYTES data.
@@ -58,8 +117,18 @@ impl<'a> FieldWriter<'a> {
     #[inline(always)]
     pub(super) fn new(columns: &'a mut [Column], row: usize) -> Self {
         Self {
-            columns,
-            row,
+            target: Target::Columns { columns, row },
+            next: 0,
+            var_bytes: 0,
+            refused: None,
+        }
+    }
+
+    /// A writer of one primary-key row into `row`.
+    #[inline(always)]
+    pub(in crate::row) fn for_row(row: RowTarget<'a>) -> Self {
+        Self {
+            target: Target::Row(row),
             next: 0,
             var_bytes: 0,
             refused: None,
@@ -68,7 +137,7 @@ impl<'a> FieldWriter<'a> {
 
     /// What was written, for the builder to keep or roll back the row.
     #[inline(always)]
-    pub(super) fn finish(self) -> WrittenFields {
+    pub(in crate::row) fn finish(self) -> WrittenFields {
         WrittenFields {
             count: self.next,
             var_bytes: self.var_bytes,
@@ -89,13 +158,27 @@ impl<'a> FieldWriter<'a> {
     pub fn datum_ref(&mut self, datum: &Datum<'_>) {
         let pos = self.next;
         self.next += 1;
-        // A field past the last column is counted, not written: the builder
-        // refuses the row for its field count.
-        let Some(column) = self.columns.get_mut(pos) else {
-            return;
-        };
-        if let Err(refusal) = column.append(datum, self.row, &mut self.var_bytes) {
-            self.refused = first_refusal(self.refused.take(), pos, refusal);
+        match &mut self.target {
+            Target::Columns { columns, row } => {
+                // A field past the last column is counted, not written: the
+                // builder refuses the row for its field count.
+                let Some(column) = columns.get_mut(pos) else {
+                    return;
+                };
+                if let Err(refusal) = column.append(datum, *row, &mut self.var_bytes) {
+                    self.refused = first_refusal(self.refused.take(), pos, refusal);
+                }
+            }
+            Target::Row(row) => {
+                // A row's fields follow one another in its bytes: after a
+                // refusal nothing more is written (the row is dropped).
+                if self.refused.is_some() {
+                    return;
+                }
+                if let Err(refusal) = row.write(pos, datum) {
+                    self.refused = first_refusal(None, pos, refusal);
+                }
+            }
         }
     }
 
