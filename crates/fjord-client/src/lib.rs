@@ -17,6 +17,10 @@
 //! - [`writer`]: the append writer (rows or Arrow batches in; per-bucket
 //!   builders, encoder thread, sender task; log batches out).
 //! - [`scanner`]: the log scanner (fetch, decode, projection pushdown).
+//! - [`upsert`]: the upsert writer for primary-key tables (upserts,
+//!   deletes, partial updates in KV batches, through the append writer's
+//!   memory bound, idempotence and sender).
+//! - [`kv`]: what the primary-key paths share (keys and buckets).
 //!
 //! Architecture invariants: everything derivable from a table (schema,
 //! Arrow schema, bucket count, encoders, assigners) is resolved once when a
@@ -29,11 +33,13 @@ pub mod bucket;
 pub mod client;
 pub mod connection;
 pub mod error;
+pub mod kv;
 pub mod metadata;
 mod options;
 pub mod partition;
 pub mod row;
 pub mod scanner;
+pub mod upsert;
 pub mod writer;
 
 pub use admin::{Admin, OffsetSpec, TableInfo, TablePath};
@@ -44,4 +50,5 @@ pub use metadata::TableRoute;
 pub use partition::{PartitionLookup, PartitionRouter, PartitionView};
 pub use scanner::{LogScanner, ScanBatch, ScannerConfig};
 pub use scanner::{OffsetReset, ScanBucket, ScanRow, ScanRows, StartOffset};
+pub use upsert::{AggMode, BucketOffset, UpsertOptions, UpsertWriter};
 pub use writer::{AppendWriter, BatchAck, BatchCompletion, WriterConfig, WriterStats};
