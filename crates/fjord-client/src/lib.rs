@@ -20,7 +20,10 @@
 //! - [`upsert`]: the upsert writer for primary-key tables (upserts,
 //!   deletes, partial updates in KV batches, through the append writer's
 //!   memory bound, idempotence and sender).
-//! - [`kv`]: what the primary-key paths share (keys and buckets).
+//! - [`lookup`]: the lookuper (point and prefix lookups, batched per
+//!   server and pipelined).
+//! - [`kv`]: what the primary-key paths share (keys and buckets, rows read
+//!   back).
 //!
 //! Architecture invariants: everything derivable from a table (schema,
 //! Arrow schema, bucket count, encoders, assigners) is resolved once when a
@@ -34,6 +37,7 @@ pub mod client;
 pub mod connection;
 pub mod error;
 pub mod kv;
+pub mod lookup;
 pub mod metadata;
 mod options;
 pub mod partition;
@@ -46,6 +50,8 @@ pub use admin::{Admin, OffsetSpec, TableInfo, TablePath};
 pub use client::FlussClient;
 pub use connection::ServerConnection;
 pub use error::{ClientError, Result};
+pub use kv::{KvRow, KvRowRef, KvRows};
+pub use lookup::{LookupConfig, Lookuper, PrefixLookuper};
 pub use metadata::TableRoute;
 pub use partition::{PartitionLookup, PartitionRouter, PartitionView};
 pub use scanner::{LogScanner, ScanBatch, ScannerConfig};

@@ -1,0 +1,602 @@
+//! The lookuper's batcher task: the keys of every caller, queued per
+//! server (the leader of each key's bucket) and sent in Lookup or
+//! PrefixLookup requests of up to `client.lookup.max-batch-size` keys,
+//! with at most [`REQUESTS_PER_SERVER_MAX`] requests in flight per server
+//! and `client.lookup.max-inflight-requests` in all.
+//!
+//! It owns the routes, the queues and the count of requests in flight, so
+//! none of them is locked. Requests run as spawned tasks whose answers
+//! come back through the batcher's loop; so do route refreshes (at most
+//! one per partition at a time), started when a key's partition has no
+//! route or an error said the route is stale. A key whose bucket answered
+//! with a retriable error goes back into its queue after a back-off (the
+//! writer's), counted against `client.lookup.max-retries`.
+//!
+//! Per key: one queue push and one answer sent; everything else is per
+//! request.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use fjord_proto::messages as pb;
+use fjord_proto::{ApiKey, ErrorCode};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
+
+use super::config::{LookupConfig, REQUESTS_PER_SERVER_MAX};
+use crate::admin::TableInfo;
+use crate::client::FlussClient;
+use crate::connection::ServerConnection;
+use crate::error::{ClientError, Result};
+use crate::metadata::TableRoute;
+use crate::writer::sender::{backoff, ANSWER_GRACE};
+
+/// Where a key's answer goes.
+pub(crate) enum Reply {
+    /// A point lookup: the stored value, or `None` for no such key.
+    Point(oneshot::Sender<Result<Option<Bytes>>>),
+    /// A prefix lookup: every stored value under the prefix.
+    Prefix(oneshot::Sender<Result<Vec<Bytes>>>),
+}
+
+impl Reply {
+    fn fail(self, error: ClientError) {
+        // A caller that gave up (dropped its future) is no one's concern.
+        let _ = match self {
+            Reply::Point(tx) => tx.send(Err(error)).map_err(drop),
+            Reply::Prefix(tx) => tx.send(Err(error)).map_err(drop),
+        };
+    }
+}
+
+/// One key to look up.
+pub(crate) struct Job {
+    partition: Option<i64>,
+    bucket: i32,
+    key: Bytes,
+    reply: Reply,
+    /// Resends so far.
+    attempts: u32,
+}
+
+impl Job {
+    pub(crate) fn new(partition: Option<i64>, bucket: i32, key: Bytes, reply: Reply) -> Self {
+        Self {
+            partition,
+            bucket,
+            key,
+            reply,
+            attempts: 0,
+        }
+    }
+
+    fn is_prefix(&self) -> bool {
+        matches!(self.reply, Reply::Prefix(_))
+    }
+}
+
+/// One server's queues.
+struct Server {
+    connection: ServerConnection,
+    point: VecDeque<Job>,
+    prefix: VecDeque<Job>,
+    inflight: usize,
+    /// Which queue the next request takes first, so neither starves.
+    prefix_next: bool,
+}
+
+/// A bucket of the table: `(partition id, bucket id)`.
+type BucketKey = (Option<i64>, i32);
+
+/// One request's keys, grouped per bucket in request order.
+struct Request {
+    server: usize,
+    prefix: bool,
+    groups: Vec<(BucketKey, Vec<Job>)>,
+}
+
+/// One bucket's part of an answer.
+struct BucketAnswer {
+    partition_id: Option<i64>,
+    bucket_id: i32,
+    error: Option<(i32, Option<String>)>,
+    values: Values,
+}
+
+enum Values {
+    Point(Vec<Option<Bytes>>),
+    Prefix(Vec<Vec<Bytes>>),
+}
+
+impl Values {
+    fn len(&self) -> usize {
+        match self {
+            Values::Point(v) => v.len(),
+            Values::Prefix(v) => v.len(),
+        }
+    }
+}
+
+/// A finished request.
+struct Answer {
+    request: Request,
+    result: Result<Vec<BucketAnswer>>,
+}
+
+/// The batcher; see the module doc.
+pub(crate) struct Batcher {
+    client: FlussClient,
+    table: Arc<TableInfo>,
+    config: LookupConfig,
+    rx: mpsc::Receiver<Job>,
+    servers: Vec<Server>,
+    /// Per partition, the index in `servers` of each bucket's leader.
+    routes: HashMap<Option<i64>, Vec<usize>>,
+    /// Keys whose partition waits for a route.
+    unrouted: HashMap<Option<i64>, Vec<Job>>,
+    refreshes: JoinSet<(Option<i64>, Result<TableRoute>)>,
+    /// Keys to resend, with when.
+    delayed: Vec<(Instant, Job)>,
+    requests: JoinSet<Answer>,
+    inflight: usize,
+}
+
+impl Batcher {
+    pub(crate) fn new(
+        client: FlussClient,
+        table: TableInfo,
+        config: LookupConfig,
+        rx: mpsc::Receiver<Job>,
+    ) -> Self {
+        Self {
+            client,
+            table: Arc::new(table),
+            config,
+            rx,
+            servers: Vec::new(),
+            routes: HashMap::new(),
+            unrouted: HashMap::new(),
+            refreshes: JoinSet::new(),
+            delayed: Vec::new(),
+            requests: JoinSet::new(),
+            inflight: 0,
+        }
+    }
+
+    /// Runs until every lookuper handle is gone and every key is answered.
+    pub(crate) async fn run(mut self) {
+        let mut open = true;
+        loop {
+            self.dispatch();
+            if !open && self.is_idle() {
+                return;
+            }
+            let wake = self.delayed.iter().map(|(at, _)| *at).min();
+            tokio::select! {
+                job = self.rx.recv(), if open => match job {
+                    Some(job) => {
+                        self.route(job);
+                        // Every key queued meanwhile joins the same round.
+                        while let Ok(job) = self.rx.try_recv() {
+                            self.route(job);
+                        }
+                    }
+                    None => open = false,
+                },
+                Some(done) = self.requests.join_next(), if !self.requests.is_empty() => match done {
+                    Ok(answer) => self.on_answer(answer),
+                    Err(e) => tracing::error!(error = %e, "lookup request task failed"),
+                },
+                Some(done) = self.refreshes.join_next(), if !self.refreshes.is_empty() => match done {
+                    Ok((partition, route)) => self.on_refresh(partition, route),
+                    Err(e) => tracing::error!(error = %e, "lookup route refresh task failed"),
+                },
+                _ = sleep_until(wake), if wake.is_some() => self.release_due(),
+            }
+        }
+    }
+
+    fn is_idle(&self) -> bool {
+        self.requests.is_empty()
+            && self.refreshes.is_empty()
+            && self.delayed.is_empty()
+            && self.unrouted.values().all(Vec::is_empty)
+            && self
+                .servers
+                .iter()
+                .all(|s| s.point.is_empty() && s.prefix.is_empty())
+    }
+
+    /// Queues `job` on its bucket's leader, or with its partition's keys
+    /// waiting for a route (starting a refresh).
+    fn route(&mut self, job: Job) {
+        let server = self
+            .routes
+            .get(&job.partition)
+            .and_then(|leaders| leaders.get(usize::try_from(job.bucket).ok()?))
+            .copied();
+        match server {
+            Some(server) => {
+                let server = &mut self.servers[server];
+                if job.is_prefix() {
+                    server.prefix.push_back(job);
+                } else {
+                    server.point.push_back(job);
+                }
+            }
+            None if self.routes.contains_key(&job.partition) => {
+                let bucket = job.bucket;
+                job.reply.fail(ClientError::Invalid(format!(
+                    "bucket {bucket} is outside {}",
+                    self.table.path
+                )));
+            }
+            None => {
+                let partition = job.partition;
+                let waiting = self.unrouted.entry(partition).or_default();
+                waiting.push(job);
+                if waiting.len() == 1 {
+                    self.start_refresh(partition);
+                }
+            }
+        }
+    }
+
+    fn start_refresh(&mut self, partition: Option<i64>) {
+        let client = self.client.clone();
+        let table = Arc::clone(&self.table);
+        let wait = self.config.request_timeout + ANSWER_GRACE;
+        self.refreshes.spawn(async move {
+            let route =
+                match tokio::time::timeout(wait, client.refresh_route(&table, partition)).await {
+                    Ok(route) => route,
+                    Err(_) => Err(ClientError::Server {
+                        api: ApiKey::MetaData.name(),
+                        error: ErrorCode::RequestTimeOut.with_message(format!(
+                            "no leaders for {} (partition {partition:?}) within {} ms",
+                            table.path,
+                            wait.as_millis()
+                        )),
+                    }),
+                };
+            (partition, route)
+        });
+    }
+
+    fn on_refresh(&mut self, partition: Option<i64>, route: Result<TableRoute>) {
+        let waiting = self.unrouted.remove(&partition).unwrap_or_default();
+        match route {
+            Ok(route) => {
+                let leaders = (0..route.bucket_count())
+                    .map(|bucket| self.server_index(route.leader(bucket)))
+                    .collect();
+                self.routes.insert(partition, leaders);
+                for job in waiting {
+                    self.route(job);
+                }
+            }
+            Err(error) => {
+                for job in waiting {
+                    self.retry_or_fail(job, &error);
+                }
+            }
+        }
+    }
+
+    /// The index of `connection`'s server, added on first sight; a server
+    /// whose connection was replaced gets the new one.
+    fn server_index(&mut self, connection: &ServerConnection) -> usize {
+        match self
+            .servers
+            .iter()
+            .position(|s| s.connection.addr() == connection.addr())
+        {
+            Some(at) => {
+                self.servers[at].connection = connection.clone();
+                at
+            }
+            None => {
+                self.servers.push(Server {
+                    connection: connection.clone(),
+                    point: VecDeque::new(),
+                    prefix: VecDeque::new(),
+                    inflight: 0,
+                    prefix_next: false,
+                });
+                self.servers.len() - 1
+            }
+        }
+    }
+
+    /// Sends every request a free slot allows, one server after another.
+    fn dispatch(&mut self) {
+        for server in 0..self.servers.len() {
+            loop {
+                let s = &mut self.servers[server];
+                if s.inflight >= REQUESTS_PER_SERVER_MAX
+                    || self.inflight >= self.config.max_inflight_requests
+                {
+                    break;
+                }
+                let prefix = match (s.point.is_empty(), s.prefix.is_empty()) {
+                    (true, true) => break,
+                    (false, true) => false,
+                    (true, false) => true,
+                    (false, false) => s.prefix_next,
+                };
+                s.prefix_next = !prefix;
+                let queue = if prefix { &mut s.prefix } else { &mut s.point };
+                let take = queue.len().min(self.config.max_batch_size);
+                let mut groups: Vec<(BucketKey, Vec<Job>)> = Vec::new();
+                for job in queue.drain(..take) {
+                    let bucket = (job.partition, job.bucket);
+                    // A request spans few buckets: a scan beats a map.
+                    match groups.iter_mut().find(|(b, _)| *b == bucket) {
+                        Some((_, jobs)) => jobs.push(job),
+                        None => groups.push((bucket, vec![job])),
+                    }
+                }
+                s.inflight += 1;
+                self.inflight += 1;
+                let connection = s.connection.clone();
+                self.send(
+                    connection,
+                    Request {
+                        server,
+                        prefix,
+                        groups,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Spawns one request's round trip.
+    fn send(&mut self, connection: ServerConnection, request: Request) {
+        let table_id = self.table.table_id;
+        let wait = self.config.request_timeout + ANSWER_GRACE;
+        let keys = |jobs: &Vec<Job>| jobs.iter().map(|j| Bytes::clone(&j.key)).collect();
+        let call = if request.prefix {
+            let buckets_req = request
+                .groups
+                .iter()
+                .map(
+                    |((partition_id, bucket_id), jobs)| pb::PbPrefixLookupReqForBucket {
+                        partition_id: *partition_id,
+                        bucket_id: *bucket_id,
+                        keys: keys(jobs),
+                        routing_bucket_count: None,
+                    },
+                )
+                .collect();
+            let message = pb::PrefixLookupRequest {
+                table_id,
+                buckets_req,
+            };
+            Call::Prefix(message)
+        } else {
+            let buckets_req = request
+                .groups
+                .iter()
+                .map(
+                    |((partition_id, bucket_id), jobs)| pb::PbLookupReqForBucket {
+                        partition_id: *partition_id,
+                        bucket_id: *bucket_id,
+                        keys: keys(jobs),
+                        original_partition_name: None,
+                        routing_bucket_count: None,
+                    },
+                )
+                .collect();
+            Call::Point(pb::LookupRequest {
+                table_id,
+                buckets_req,
+                insert_if_not_exists: None,
+                acks: None,
+                timeout_ms: None,
+            })
+        };
+        self.requests.spawn(async move {
+            let api = call.api();
+            let result = match tokio::time::timeout(wait, call.run(&connection)).await {
+                Ok(result) => result,
+                Err(_) => Err(ClientError::Server {
+                    api: api.name(),
+                    error: ErrorCode::RequestTimeOut.with_message(format!(
+                        "no answer from {} within {} ms",
+                        connection.addr(),
+                        wait.as_millis()
+                    )),
+                }),
+            };
+            Answer { request, result }
+        });
+    }
+
+    fn on_answer(&mut self, answer: Answer) {
+        let Answer { request, result } = answer;
+        self.inflight -= 1;
+        self.servers[request.server].inflight -= 1;
+        let api = if request.prefix {
+            ApiKey::PrefixLookup
+        } else {
+            ApiKey::Lookup
+        };
+        let mut answers = match result {
+            Ok(answers) => answers,
+            Err(error) => {
+                for (_, jobs) in request.groups {
+                    for job in jobs {
+                        self.retry_or_fail(job, &error);
+                    }
+                }
+                return;
+            }
+        };
+        for (i, ((partition, bucket), jobs)) in request.groups.into_iter().enumerate() {
+            // Answers come in request order: try the same position first.
+            let matches = |a: &BucketAnswer| a.bucket_id == bucket && a.partition_id == partition;
+            let at = if answers.get(i).is_some_and(matches) {
+                Some(i)
+            } else {
+                answers.iter().position(matches)
+            };
+            let Some(at) = at else {
+                let error = ClientError::Protocol {
+                    api: api.name(),
+                    message: format!("no answer for bucket {bucket} (partition {partition:?})"),
+                };
+                jobs.into_iter()
+                    .for_each(|job| job.reply.fail(error.duplicate()));
+                continue;
+            };
+            let answer = &mut answers[at];
+            if let Some((code, message)) = answer.error.take() {
+                let error = ClientError::server(
+                    api,
+                    ErrorCode::from_code(code)
+                        .unwrap_or(ErrorCode::UnknownServerError)
+                        .with_message(message.unwrap_or_default()),
+                );
+                for job in jobs {
+                    self.retry_or_fail(job, &error);
+                }
+                continue;
+            }
+            if answer.values.len() != jobs.len() {
+                let error = ClientError::Protocol {
+                    api: api.name(),
+                    message: format!(
+                        "{} values for {} keys of bucket {bucket} (partition {partition:?})",
+                        answer.values.len(),
+                        jobs.len()
+                    ),
+                };
+                jobs.into_iter()
+                    .for_each(|job| job.reply.fail(error.duplicate()));
+                continue;
+            }
+            let values = std::mem::replace(&mut answer.values, Values::Point(Vec::new()));
+            complete(jobs, values);
+        }
+    }
+
+    /// Resends `job` after a back-off when `error` is retriable and its
+    /// retries are not spent (dropping the route first when the error
+    /// says it is stale); fails it otherwise.
+    fn retry_or_fail(&mut self, mut job: Job, error: &ClientError) {
+        // KV_STORAGE_EXCEPTION is retriable (a busy store), as Fluss's
+        // `KvStorageException` extends `RetriableException`.
+        if !error.is_retriable() || job.attempts >= self.config.max_retries {
+            job.reply.fail(error.duplicate());
+            return;
+        }
+        if error.needs_metadata_refresh() {
+            self.routes.remove(&job.partition);
+        }
+        job.attempts += 1;
+        tracing::debug!(
+            table = %self.table.path,
+            bucket = job.bucket,
+            attempt = job.attempts,
+            error = %error,
+            "lookup failed; retrying"
+        );
+        let at = Instant::now() + backoff(i32::try_from(job.attempts).unwrap_or(i32::MAX));
+        self.delayed.push((at, job));
+    }
+
+    /// Routes the resends whose back-off is over.
+    fn release_due(&mut self) {
+        let now = Instant::now();
+        let mut i = 0;
+        while i < self.delayed.len() {
+            if self.delayed[i].0 <= now {
+                let (_, job) = self.delayed.swap_remove(i);
+                self.route(job);
+            } else {
+                i += 1;
+            }
+        }
+    }
+}
+
+/// Answers each of `jobs` with its value, in order.
+fn complete(jobs: Vec<Job>, values: Values) {
+    match values {
+        Values::Point(values) => {
+            for (job, value) in jobs.into_iter().zip(values) {
+                if let Reply::Point(tx) = job.reply {
+                    let _ = tx.send(Ok(value));
+                }
+            }
+        }
+        Values::Prefix(lists) => {
+            for (job, values) in jobs.into_iter().zip(lists) {
+                if let Reply::Prefix(tx) = job.reply {
+                    let _ = tx.send(Ok(values));
+                }
+            }
+        }
+    }
+}
+
+/// A request to send, of either kind.
+enum Call {
+    Point(pb::LookupRequest),
+    Prefix(pb::PrefixLookupRequest),
+}
+
+impl Call {
+    fn api(&self) -> ApiKey {
+        match self {
+            Call::Point(_) => ApiKey::Lookup,
+            Call::Prefix(_) => ApiKey::PrefixLookup,
+        }
+    }
+
+    /// Sends the request and reads each bucket's part of the answer.
+    async fn run(self, connection: &ServerConnection) -> Result<Vec<BucketAnswer>> {
+        Ok(match self {
+            Call::Point(request) => connection
+                .request::<_, pb::LookupResponse>(ApiKey::Lookup, &request)
+                .await?
+                .buckets_resp
+                .into_iter()
+                .map(|b| BucketAnswer {
+                    partition_id: b.partition_id,
+                    bucket_id: b.bucket_id,
+                    error: b
+                        .error_code
+                        .filter(|&c| c != 0)
+                        .map(|c| (c, b.error_message)),
+                    values: Values::Point(b.values.into_iter().map(|v| v.values).collect()),
+                })
+                .collect(),
+            Call::Prefix(request) => connection
+                .request::<_, pb::PrefixLookupResponse>(ApiKey::PrefixLookup, &request)
+                .await?
+                .buckets_resp
+                .into_iter()
+                .map(|b| BucketAnswer {
+                    partition_id: b.partition_id,
+                    bucket_id: b.bucket_id,
+                    error: b
+                        .error_code
+                        .filter(|&c| c != 0)
+                        .map(|c| (c, b.error_message)),
+                    values: Values::Prefix(b.value_lists.into_iter().map(|l| l.values).collect()),
+                })
+                .collect(),
+        })
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending::<()>().await,
+    }
+}
