@@ -23,7 +23,7 @@
 //! - [`lookup`]: the lookuper (point and prefix lookups, batched per
 //!   server and pipelined).
 //! - [`kv`]: what the primary-key paths share (keys and buckets, rows read
-//!   back).
+//!   back) and the bucket scans (LimitScan, ScanKv).
 //!
 //! Architecture invariants: everything derivable from a table (schema,
 //! Arrow schema, bucket count, encoders, assigners) is resolved once when a
@@ -50,11 +50,11 @@ pub use admin::{Admin, OffsetSpec, TableInfo, TablePath};
 pub use client::FlussClient;
 pub use connection::ServerConnection;
 pub use error::{ClientError, Result};
-pub use kv::{KvRow, KvRowRef, KvRows};
+pub use kv::{KvBucket, KvRow, KvRowRef, KvRows, KvScanner};
 pub use lookup::{LookupConfig, Lookuper, PrefixLookuper};
 pub use metadata::TableRoute;
 pub use partition::{PartitionLookup, PartitionRouter, PartitionView};
-pub use scanner::{LogScanner, ScanBatch, ScannerConfig};
+pub use scanner::{ChangeType, LogScanner, ScanBatch, ScannerConfig};
 pub use scanner::{OffsetReset, ScanBucket, ScanRow, ScanRows, StartOffset};
 pub use upsert::{AggMode, BucketOffset, UpsertOptions, UpsertWriter};
 pub use writer::{AppendWriter, BatchAck, BatchCompletion, WriterConfig, WriterStats};

@@ -29,8 +29,10 @@ pub(crate) struct DecodePlan {
 /// The records of one bucket decoded from one response.
 #[derive(Debug, Default)]
 pub(crate) struct Decoded {
-    /// `(offset of the first record, records)`, in offset order.
-    pub batches: Vec<(i64, RecordBatch)>,
+    /// `(offset of the first record, its change types, records)`, in
+    /// offset order; the change types (one byte a record, each a valid
+    /// `ChangeType`) are `None` for append-only batches.
+    pub batches: Vec<(i64, Option<Buffer>, RecordBatch)>,
     /// The offset to fetch next: past the last batch decoded, or the
     /// position given when nothing was.
     pub next_offset: i64,
@@ -160,12 +162,15 @@ pub(crate) fn decode_records(
             },
         )?;
         let mut records = decoded.records;
+        let mut change_types = decoded.change_types;
         // Records before the position were returned by an earlier poll. The
         // decoder checked the rows against `RecordCount`, and that against
         // the offsets above; the clamp only keeps the slice in bounds.
         let skip = (out.next_offset - header.base_offset).clamp(0, records.num_rows() as i64);
         if skip > 0 {
-            records = records.slice(skip as usize, records.num_rows() - skip as usize);
+            let rows = records.num_rows() - skip as usize;
+            records = records.slice(skip as usize, rows);
+            change_types = change_types.map(|c| c.slice_with_length(skip as usize, rows));
         }
         if let Some(order) = &plan.reorder {
             records = records
@@ -176,7 +181,8 @@ pub(crate) fn decode_records(
                 })?;
         }
         if records.num_rows() > 0 {
-            out.batches.push((header.base_offset + skip, records));
+            out.batches
+                .push((header.base_offset + skip, change_types, records));
         }
         out.next_offset = header.next_offset;
     }
@@ -299,7 +305,7 @@ mod tests {
         decoded
             .batches
             .iter()
-            .flat_map(|(_, b)| {
+            .flat_map(|(_, _, b)| {
                 let col = b.column_by_name("id").unwrap();
                 col.as_any()
                     .downcast_ref::<Int64Array>()
@@ -359,7 +365,7 @@ mod tests {
     fn projected_columns_come_back_in_the_callers_order() {
         let decoded =
             decode_records(Bytes::from(log(&[0..2])), 0, &plan(Some(vec![1, 0]), true)).unwrap();
-        let records = &decoded.batches[0].1;
+        let records = &decoded.batches[0].2;
         assert_eq!(records.schema().field(0).name(), "name");
         assert_eq!(records.schema().field(1).name(), "id");
     }

@@ -46,12 +46,14 @@ pub use config::{
     OffsetReset, ScannerConfig, DEFAULT_FETCH_MAX_BYTES, DEFAULT_FETCH_MAX_BYTES_FOR_BUCKET,
     DEFAULT_FETCH_MAX_WAIT_MS, DEFAULT_FETCH_MIN_BYTES,
 };
+pub use fjord_format::arrow_log::ChangeType;
 pub use rows::{ScanRow, ScanRowIter, ScanRows};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use arrow_array::RecordBatch;
+use arrow_buffer::Buffer;
 use arrow_schema::SchemaRef;
 use fjord_format::arrow_schema::{to_arrow_schema, to_projected_arrow_schema};
 use fjord_proto::messages as pb;
@@ -138,6 +140,10 @@ pub struct ScanBatch {
     /// The records, with the scanner's projection in the order asked for.
     /// Their buffers are slices of the received response (no copy).
     pub records: RecordBatch,
+    /// One change-type byte per record (a primary-key table's changelog),
+    /// each a valid [`ChangeType`]; `None` for an append-only batch (a log
+    /// table's), whose records are all [`ChangeType::AppendOnly`].
+    change_types: Option<Buffer>,
 }
 
 impl ScanBatch {
@@ -157,11 +163,36 @@ impl ScanBatch {
     }
 
     /// The records one row at a time; each row implements
-    /// [`InternalRow`](crate::row::InternalRow). Fails when a column has a
-    /// nested type (ARRAY, MAP, ROW), which rows cannot carry: read those
-    /// through [`ScanBatch::records`].
+    /// [`InternalRow`](crate::row::InternalRow) and says its change type.
+    /// Fails when a column has a nested type (ARRAY, MAP, ROW), which rows
+    /// cannot carry: read those through [`ScanBatch::records`].
     pub fn rows(&self) -> Result<ScanRows<'_>> {
-        ScanRows::new(&self.records)
+        Ok(ScanRows::new(&self.records)?.with_change_types(self.change_types()))
+    }
+
+    /// The change type of record `index` (its offset minus
+    /// [`ScanBatch::base_offset`]): `+I`, `-U`, `+U` or `-D` in a
+    /// primary-key table's changelog, [`ChangeType::AppendOnly`] in a log
+    /// table. Panics if `index` is not below [`ScanBatch::num_rows`].
+    pub fn change_type(&self, index: usize) -> ChangeType {
+        assert!(
+            index < self.records.num_rows(),
+            "record {index} of {}",
+            self.records.num_rows()
+        );
+        match &self.change_types {
+            None => ChangeType::AppendOnly,
+            // Every byte was checked when the batch was decoded.
+            Some(bytes) => {
+                ChangeType::from_byte(bytes.as_slice()[index]).unwrap_or(ChangeType::AppendOnly)
+            }
+        }
+    }
+
+    /// The change-type bytes, one per record; `None` for an append-only
+    /// batch.
+    pub fn change_types(&self) -> Option<&[u8]> {
+        self.change_types.as_ref().map(Buffer::as_slice)
     }
 }
 
@@ -597,11 +628,12 @@ impl LogScanner {
                 decoded
                     .batches
                     .into_iter()
-                    .map(|(base_offset, records)| ScanBatch {
+                    .map(|(base_offset, change_types, records)| ScanBatch {
                         partition_id: key.partition_id,
                         bucket: key.bucket,
                         base_offset,
                         records,
+                        change_types,
                     }),
             );
             next.offset = decoded.next_offset;

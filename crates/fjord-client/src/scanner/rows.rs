@@ -9,6 +9,8 @@
 
 use arrow_array::RecordBatch;
 
+use fjord_format::arrow_log::ChangeType;
+
 use crate::error::{ClientError, Result};
 use crate::row::arrow_column::ArrowColumn as Column;
 use crate::row::{Datum, InternalRow};
@@ -20,6 +22,8 @@ use crate::row::{Datum, InternalRow};
 pub struct ScanRows<'a> {
     columns: Vec<Column<'a>>,
     len: usize,
+    /// One change-type byte per row; `None`: append-only.
+    change_types: Option<&'a [u8]>,
 }
 
 impl<'a> ScanRows<'a> {
@@ -44,7 +48,15 @@ impl<'a> ScanRows<'a> {
         Ok(Self {
             columns,
             len: batch.num_rows(),
+            change_types: None,
         })
+    }
+
+    /// These rows with their change types (one valid `ChangeType` byte a
+    /// row; `None`: append-only), as [`crate::ScanBatch::rows`] gives them.
+    pub(crate) fn with_change_types(mut self, change_types: Option<&'a [u8]>) -> Self {
+        self.change_types = change_types.filter(|c| c.len() == self.len);
+        self
     }
 
     /// Number of rows.
@@ -62,6 +74,7 @@ impl<'a> ScanRows<'a> {
         (index < self.len).then_some(ScanRow {
             columns: &self.columns,
             row: index,
+            change_types: self.change_types,
         })
     }
 
@@ -71,6 +84,7 @@ impl<'a> ScanRows<'a> {
             columns: &self.columns,
             next: 0,
             end: self.len,
+            change_types: self.change_types,
         }
     }
 }
@@ -90,6 +104,7 @@ pub struct ScanRowIter<'r, 'a> {
     columns: &'r [Column<'a>],
     next: usize,
     end: usize,
+    change_types: Option<&'a [u8]>,
 }
 
 impl<'r, 'a> Iterator for ScanRowIter<'r, 'a> {
@@ -104,6 +119,7 @@ impl<'r, 'a> Iterator for ScanRowIter<'r, 'a> {
         Some(ScanRow {
             columns: self.columns,
             row,
+            change_types: self.change_types,
         })
     }
 
@@ -121,6 +137,7 @@ impl ExactSizeIterator for ScanRowIter<'_, '_> {}
 pub struct ScanRow<'r, 'a> {
     columns: &'r [Column<'a>],
     row: usize,
+    change_types: Option<&'a [u8]>,
 }
 
 impl<'a> ScanRow<'_, 'a> {
@@ -133,6 +150,16 @@ impl<'a> ScanRow<'_, 'a> {
     /// `pos >= field_count()` (as slice indexing does).
     pub fn get(&self, pos: usize) -> Datum<'a> {
         self.columns[pos].datum(self.row)
+    }
+
+    /// The row's change type: `+I`, `-U`, `+U` or `-D` in a primary-key
+    /// table's changelog, `+A` (append-only) in a log table or for rows
+    /// made with [`ScanRows::new`].
+    pub fn change_type(&self) -> ChangeType {
+        match self.change_types {
+            None => ChangeType::AppendOnly,
+            Some(bytes) => ChangeType::from_byte(bytes[self.row]).unwrap_or(ChangeType::AppendOnly),
+        }
     }
 }
 
