@@ -93,6 +93,8 @@ pub async fn flush_in_time(writer: &mut AppendWriter) {
 
 /// ProduceLog's api key.
 const PRODUCE_LOG: i16 = 1014;
+/// PutKv's api key.
+const PUT_KV: i16 = 1016;
 
 /// How the proxy misbehaves.
 #[derive(Clone, Copy, Debug)]
@@ -105,6 +107,31 @@ pub enum Fault {
     DropProduceAnswers(usize),
     /// Holds every answer for this long before forwarding it.
     DelayAnswers(Duration),
+    /// For the first `n` PutKv answers: swallows the answer and closes both
+    /// sides of that connection (the server has applied the batch).
+    DropPutKvAnswers(usize),
+    /// For the first `n` PutKv answers: every bucket's part is rewritten
+    /// to carry `error_code` (when given; the batch was applied all the
+    /// same) and `pressure` (when given).
+    RewritePutKvAnswers {
+        /// Answers rewritten.
+        n: usize,
+        /// The Fluss error code each bucket answers with.
+        error_code: Option<i32>,
+        /// The storage pressure each bucket reports.
+        pressure: Option<f32>,
+    },
+}
+
+impl Fault {
+    /// The API whose answers the fault acts on, and how many of them.
+    fn target(self) -> (i16, usize) {
+        match self {
+            Fault::DropProduceAnswers(n) => (PRODUCE_LOG, n),
+            Fault::DropPutKvAnswers(n) | Fault::RewritePutKvAnswers { n, .. } => (PUT_KV, n),
+            Fault::None | Fault::DelayAnswers(_) => (PRODUCE_LOG, 0),
+        }
+    }
 }
 
 /// A running in-process server (and proxy, if any).
@@ -112,7 +139,7 @@ pub struct TestServer {
     /// The address clients bootstrap from (the proxy's when there is one;
     /// MetaData answers name it too, so every connection goes through it).
     pub addr: String,
-    /// Produce answers the proxy swallowed so far.
+    /// Answers the proxy swallowed (or rewrote) so far.
     pub dropped: Arc<AtomicUsize>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
@@ -210,10 +237,7 @@ async fn run_proxy(
     fault: Fault,
     dropped: Arc<AtomicUsize>,
 ) {
-    let remaining = Arc::new(AtomicUsize::new(match fault {
-        Fault::DropProduceAnswers(n) => n,
-        _ => 0,
-    }));
+    let remaining = Arc::new(AtomicUsize::new(fault.target().1));
     loop {
         let Ok((client, _)) = listener.accept().await else {
             return;
@@ -255,10 +279,11 @@ async fn proxy_connection(
     let (mut server_read, mut server_write) = server.into_split();
     let produce_ids: Arc<Mutex<HashSet<i32>>> = Arc::default();
     let ids = Arc::clone(&produce_ids);
+    let watched = fault.target().0;
     let upstream = tokio::spawn(async move {
         // Request frame: len | api_key i16 | api_version i16 | request_id i32 | body.
         while let Some(frame) = read_frame(&mut client_read).await {
-            if frame.len() >= 12 && i16::from_be_bytes([frame[4], frame[5]]) == PRODUCE_LOG {
+            if frame.len() >= 12 && i16::from_be_bytes([frame[4], frame[5]]) == watched {
                 let id = i32::from_be_bytes([frame[8], frame[9], frame[10], frame[11]]);
                 ids.lock().unwrap().insert(id);
             }
@@ -268,7 +293,7 @@ async fn proxy_connection(
         }
     });
     // Response frame: len | type i8 | request_id i32 | body.
-    while let Some(frame) = read_frame(&mut server_read).await {
+    while let Some(mut frame) = read_frame(&mut server_read).await {
         let id = (frame.len() >= 9)
             .then(|| i32::from_be_bytes([frame[5], frame[6], frame[7], frame[8]]));
         let is_produce = id.is_some_and(|id| produce_ids.lock().unwrap().remove(&id));
@@ -278,7 +303,16 @@ async fn proxy_connection(
                 .is_ok()
         {
             dropped.fetch_add(1, Ordering::SeqCst);
-            break;
+            if let Fault::RewritePutKvAnswers {
+                error_code,
+                pressure,
+                ..
+            } = fault
+            {
+                frame = rewrite_put_kv_answer(&frame, error_code, pressure);
+            } else {
+                break;
+            }
         }
         if let Fault::DelayAnswers(delay) = fault {
             tokio::time::sleep(delay).await;
@@ -289,6 +323,62 @@ async fn proxy_connection(
     }
     upstream.abort();
     // Dropping both halves closes both sockets.
+}
+
+/// A PutKv response frame whose every bucket answers with `error_code`
+/// (and no offset) when given, and reports `pressure` when given.
+fn rewrite_put_kv_answer(frame: &[u8], error_code: Option<i32>, pressure: Option<f32>) -> Vec<u8> {
+    use prost::Message;
+    // len i32 | type i8 | request_id i32 | body.
+    let mut response =
+        fjord_proto::messages::PutKvResponse::decode(&frame[9..]).expect("a PutKv answer");
+    for bucket in &mut response.buckets_resp {
+        if let Some(code) = error_code {
+            bucket.error_code = Some(code);
+            bucket.error_message = Some("rewritten by the test proxy".to_owned());
+            bucket.log_end_offset = None;
+        }
+        if pressure.is_some() {
+            bucket.pressure = pressure;
+        }
+    }
+    let body = response.encode_to_vec();
+    let mut out = Vec::with_capacity(9 + body.len());
+    out.extend_from_slice(&((5 + body.len()) as i32).to_be_bytes());
+    out.extend_from_slice(&frame[4..9]);
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Creates database `path.database` (if needed) and the primary-key table
+/// `path`: `schema` (with its primary key), `buckets` buckets, bucketed by
+/// `bucket_keys` (none: the default, the physical primary key),
+/// partitioned by `partition_keys`, with `properties`.
+pub async fn create_pk_table(
+    client: &FlussClient,
+    path: &TablePath,
+    schema: Schema,
+    buckets: i32,
+    bucket_keys: &[&str],
+    partition_keys: &[&str],
+    properties: &[(&str, &str)],
+) -> TableInfo {
+    let descriptor = TableDescriptor::new(
+        schema,
+        None,
+        partition_keys.iter().map(|k| (*k).to_owned()).collect(),
+        Some(TableDistribution {
+            bucket_count: Some(buckets),
+            bucket_keys: bucket_keys.iter().map(|k| (*k).to_owned()).collect(),
+        }),
+        properties
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        Default::default(),
+    )
+    .expect("descriptor");
+    create_described_table(&client.admin(), path, &descriptor).await
 }
 
 /// `id BIGINT, s STRING`: the two-column schema the writer's memory checks
