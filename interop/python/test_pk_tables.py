@@ -865,12 +865,6 @@ def test_partitioned_table(fjord_server):
     asyncio.run(body())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Fjord discrepancy: LimitScan refuses a limit above 1048576 (api/kv_scans.rs "
-    "LIMIT_SCAN_ROWS_MAX) with error 68, where Fluss has no bound on the limit "
-    "(TabletService.limitScan -> Replica.limitKvScan -> KvTablet.limitScan)",
-)
 def test_limit_scan_with_a_large_limit(fjord_server):
     """Proves a limit scan whose limit exceeds the bucket's rows by far
     returns the bucket's rows, as Fluss does for any positive limit."""

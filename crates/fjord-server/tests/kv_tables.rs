@@ -693,3 +693,123 @@ async fn prefix_lookup_returns_every_row_under_a_bucket_key() {
     assert_eq!(names(&bucket.value_lists[2]), vec!["z"]);
     server.stop().await;
 }
+
+/// Lookup with `insert_if_not_exists` inserts each missing key as a
+/// key-only row and returns it (as Fluss does, with no auto-increment column
+/// needed), leaving existing keys as they are; a table under the WAL image
+/// answers GetTableStats per bucket with INVALID_TABLE (it keeps no count);
+/// LimitScan takes any limit and returns what the bucket has.
+#[tokio::test]
+async fn insert_if_not_exists_wal_stats_and_large_limits_behave_as_fluss() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let mut c = server.client().await;
+    let table_id = create_db_and_table_json(&mut c, "db", "pk", PK_JSON).await;
+    let codec = Codec::new();
+    put_bucket(
+        &mut c,
+        table_id,
+        codec.batch(&[(1, Some(("a", 10)))], (-1, -1)),
+    )
+    .await;
+    let request = Request::Lookup(pb::LookupRequest {
+        table_id,
+        buckets_req: vec![pb::PbLookupReqForBucket {
+            partition_id: None,
+            bucket_id: 0,
+            keys: [1, 2]
+                .iter()
+                .map(|id| Bytes::from(codec.key(*id)))
+                .collect(),
+            original_partition_name: None,
+            routing_bucket_count: None,
+        }],
+        insert_if_not_exists: Some(true),
+        acks: Some(-1),
+        timeout_ms: Some(30_000),
+    });
+    let Ok(Response::Lookup(r)) = c.call(request).await else {
+        panic!()
+    };
+    let bucket = &r.buckets_resp[0];
+    assert_eq!(bucket.error_code, None, "{:?}", bucket.error_message);
+    let rows = RowCodec::new(RowFormat::Compacted, &row_type()).unwrap();
+    let decoded: Vec<Vec<String>> = bucket
+        .values
+        .iter()
+        .map(|v| {
+            let v = v.values.as_ref().expect("every key has a row now");
+            let mut d = Vec::new();
+            rows.decode(&v[2..], &mut d).unwrap();
+            d.iter().map(|d| format!("{d:?}")).collect()
+        })
+        .collect();
+    assert_eq!(decoded[0], vec!["Int(1)", "String(\"a\")", "BigInt(10)"]);
+    assert_eq!(decoded[1], vec!["Int(2)", "Null", "Null"], "a key-only row");
+    // The inserted row is committed: a plain lookup sees it (a key-only
+    // row does not decode as (id, name, n) with values, so check its bytes).
+    let again = Request::Lookup(pb::LookupRequest {
+        table_id,
+        buckets_req: vec![pb::PbLookupReqForBucket {
+            partition_id: None,
+            bucket_id: 0,
+            keys: vec![Bytes::from(codec.key(2))],
+            original_partition_name: None,
+            routing_bucket_count: None,
+        }],
+        insert_if_not_exists: None,
+        acks: None,
+        timeout_ms: None,
+    });
+    let Ok(Response::Lookup(r)) = c.call(again).await else {
+        panic!()
+    };
+    assert!(r.buckets_resp[0].values[0].values.is_some());
+
+    let limit = |limit: i32| {
+        Request::LimitScan(pb::LimitScanRequest {
+            table_id,
+            partition_id: None,
+            bucket_id: 0,
+            limit,
+            routing_bucket_count: None,
+        })
+    };
+    let Ok(Response::LimitScan(r)) = c.call(limit(10_000_000)).await else {
+        panic!()
+    };
+    assert_eq!(r.error_code, None, "{:?}", r.error_message);
+    assert_eq!(
+        ValueBatch::validate(r.records.as_ref().unwrap())
+            .unwrap()
+            .records()
+            .count(),
+        2
+    );
+
+    let wal = PK_JSON.replace(
+        r#""properties":{}"#,
+        r#""properties":{"table.changelog.image":"WAL"}"#,
+    );
+    let wal_id = create_db_and_table_json(&mut c, "db", "wal", &wal).await;
+    let Ok(Response::GetTableStats(stats)) = c
+        .call(Request::GetTableStats(pb::GetTableStatsRequest {
+            table_id: wal_id,
+            buckets_req: vec![pb::PbTableStatsReqForBucket {
+                partition_id: None,
+                bucket_id: 0,
+                routing_bucket_count: None,
+            }],
+            target_columns: Vec::new(),
+        }))
+        .await
+    else {
+        panic!()
+    };
+    assert_eq!(
+        stats.buckets_resp[0].error_code,
+        Some(ErrorCode::InvalidTableException.code())
+    );
+    assert_eq!(stats.buckets_resp[0].row_count, None);
+    server.stop().await;
+}

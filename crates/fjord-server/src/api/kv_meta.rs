@@ -95,12 +95,21 @@ pub fn table_stats(
                     ));
                 }
                 let replica = super::replica_of(node, bucket)?;
-                Ok(match &replica.kv {
-                    Some(kv) => kv.row_count(),
-                    None => {
-                        Some(replica.tablet.high_watermark() - replica.tablet.log_start_offset())
-                    }
-                })
+                match &replica.kv {
+                    // As Fluss: a table whose changelog image does not say
+                    // whether an update inserted its key keeps no count.
+                    Some(kv) => kv.row_count().map(Some).ok_or_else(|| {
+                        ApiError::new(
+                            ErrorCode::InvalidTableException,
+                            format!(
+                                "{bucket}: the row count is not available for a table with the WAL changelog image"
+                            ),
+                        )
+                    }),
+                    None => Ok(Some(
+                        replica.tablet.high_watermark() - replica.tablet.log_start_offset(),
+                    )),
+                }
             })();
             match counted {
                 Ok(row_count) => pb::PbTableStatsRespForBucket {

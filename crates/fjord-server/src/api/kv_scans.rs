@@ -20,8 +20,9 @@ use crate::replica::{storage_error, TableBucket};
 /// Most bytes of log batches a LimitScan of a log table returns.
 pub const LIMIT_SCAN_LOG_BYTES_MAX: usize = 16 << 20;
 
-/// Most rows a LimitScan may ask for: its answer is one value batch.
-pub const LIMIT_SCAN_ROWS_MAX: i32 = 1 << 20;
+/// Most bytes of rows a LimitScan of a primary-key table returns, whatever
+/// its limit (Fluss sets none; its answer must still fit a frame).
+pub const LIMIT_SCAN_KV_BYTES_MAX: usize = 64 << 20;
 
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
@@ -51,15 +52,6 @@ async fn limit_scan_inner(
     node: &Node,
     r: pb::LimitScanRequest,
 ) -> Result<pb::LimitScanResponse, ApiError> {
-    if !(1..=LIMIT_SCAN_ROWS_MAX).contains(&r.limit) {
-        return Err(ApiError::new(
-            ErrorCode::InvalidScanRequest,
-            format!(
-                "limit must be between 1 and {LIMIT_SCAN_ROWS_MAX}, got {}",
-                r.limit
-            ),
-        ));
-    }
     if node.catalog.table_by_id(r.table_id).is_none() {
         return Err(ApiError::new(
             ErrorCode::UnknownTableOrBucketException,
@@ -74,7 +66,8 @@ async fn limit_scan_inner(
             bucket_id: r.bucket_id,
         },
     )?;
-    let limit = r.limit as usize;
+    // As Fluss: no upper bound; a limit of 0 or less returns nothing.
+    let limit = usize::try_from(r.limit).unwrap_or(0);
     match replica.kv.clone() {
         Some(kv) => {
             let records = blocking(move || {
@@ -85,8 +78,17 @@ async fn limit_scan_inner(
                 let mut refused = None;
                 snapshot
                     .scan_from(None, |_, value| {
+                        if rows >= limit {
+                            return false;
+                        }
+                        if batch.size_in_bytes() + value.len() > LIMIT_SCAN_KV_BYTES_MAX {
+                            refused = Some(format!(
+                                "the first {limit} rows pass {LIMIT_SCAN_KV_BYTES_MAX} bytes; ask for fewer"
+                            ));
+                            return false;
+                        }
                         if let Err(e) = batch.append_value(value) {
-                            refused = Some(e);
+                            refused = Some(e.to_string());
                             return false;
                         }
                         rows += 1;
@@ -95,8 +97,8 @@ async fn limit_scan_inner(
                     .map_err(|e| storage_error(kv.bucket(), e))?;
                 if let Some(e) = refused {
                     return Err(ApiError::new(
-                        ErrorCode::KvStorageException,
-                        format!("{}: a stored value cannot be returned: {e}", kv.bucket()),
+                        ErrorCode::RecordTooLargeException,
+                        format!("{}: {e}", kv.bucket()),
                     ));
                 }
                 batch.finish();

@@ -61,12 +61,15 @@ async fn blocking<T: Send + 'static>(
     })
 }
 
-/// Point lookups.
+/// Point lookups; with `insert_if_not_exists`, a missing key is first
+/// inserted as a key-only row (as Fluss's server does) and its new row
+/// returned.
 pub async fn lookup(node: &Node, r: pb::LookupRequest) -> Result<pb::LookupResponse, ApiError> {
-    if r.insert_if_not_exists == Some(true) {
+    let insert = r.insert_if_not_exists == Some(true);
+    if insert && (r.acks.is_none() || r.timeout_ms.is_none()) {
         return Err(ApiError::new(
-            ErrorCode::InvalidTableException,
-            "insert_if_not_exists needs an auto-increment column, which Fjord does not support yet",
+            ErrorCode::InvalidRequiredAcks,
+            "a lookup with insert_if_not_exists must set acks and timeout_ms",
         ));
     }
     let mut buckets_resp = Vec::with_capacity(r.buckets_req.len());
@@ -74,7 +77,28 @@ pub async fn lookup(node: &Node, r: pb::LookupRequest) -> Result<pb::LookupRespo
         let read = async {
             let kv = kv_tablet(node, r.table_id, b.partition_id, b.bucket_id)?;
             let keys = b.keys;
-            blocking(move || read_values(&kv, &keys)).await
+            let reader = Arc::clone(&kv);
+            let (values, keys) = blocking(move || {
+                let values = read_values(&reader, &keys)?;
+                Ok((values, keys))
+            })
+            .await?;
+            if !insert || values.iter().all(|v| v.values.is_some()) {
+                return Ok(values);
+            }
+            let partition_values = partition_values(node, &kv, b.partition_id)?;
+            insert_missing(
+                node,
+                r.table_id,
+                b.partition_id,
+                b.bucket_id,
+                kv,
+                keys,
+                values,
+                partition_values,
+                r.acks.unwrap_or(-1),
+            )
+            .await
         };
         buckets_resp.push(match read.await {
             Ok(values) => pb::PbLookupRespForBucket {
@@ -96,6 +120,94 @@ pub async fn lookup(node: &Node, r: pb::LookupRequest) -> Result<pb::LookupRespo
         });
     }
     Ok(pb::LookupResponse { buckets_resp })
+}
+
+/// The (column position, value) of each partition key column of the
+/// bucket's partition (empty for a non-partitioned table).
+fn partition_values(
+    node: &Node,
+    kv: &KvTablet,
+    partition_id: Option<i64>,
+) -> Result<Vec<(usize, String)>, ApiError> {
+    let Some(partition_id) = partition_id else {
+        return Ok(Vec::new());
+    };
+    let partition = node.catalog.partition_by_id(partition_id).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::PartitionNotExists,
+            format!("The partition id '{partition_id}' does not exist."),
+        )
+    })?;
+    let table = node
+        .catalog
+        .table_by_id(partition.table_id)
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::UnknownTableOrBucketException,
+                format!("Unknown table id {}", partition.table_id),
+            )
+        })?;
+    let schema = &kv.table().schema;
+    Ok(table
+        .partition_keys
+        .iter()
+        .zip(
+            partition
+                .name
+                .split(fjord_format::schema::PARTITION_NAME_SEPARATOR),
+        )
+        .filter_map(|(key, value)| schema.column_index(key).map(|i| (i, value.to_owned())))
+        .collect())
+}
+
+/// Inserts the missing keys of `values` as key-only rows, waits as `acks`
+/// asks, and fills in their rows.
+#[allow(clippy::too_many_arguments)]
+async fn insert_missing(
+    node: &Node,
+    table_id: i64,
+    partition_id: Option<i64>,
+    bucket_id: i32,
+    kv: Arc<KvTablet>,
+    keys: Vec<Bytes>,
+    mut values: Vec<pb::PbValue>,
+    partition_values: Vec<(usize, String)>,
+    acks: i32,
+) -> Result<Vec<pb::PbValue>, ApiError> {
+    let replica = super::replica_of(
+        node,
+        TableBucket {
+            table_id,
+            partition_id,
+            bucket_id,
+        },
+    )?;
+    let missing: Vec<usize> = (0..values.len())
+        .filter(|&i| values[i].values.is_none())
+        .collect();
+    let missing_keys: Vec<Bytes> = missing.iter().map(|&i| keys[i].clone()).collect();
+    let inserted = blocking(move || {
+        let keys: Vec<&[u8]> = missing_keys.iter().map(|k| &k[..]).collect();
+        let partition: Vec<(usize, &str)> = partition_values
+            .iter()
+            .map(|(i, v)| (*i, v.as_str()))
+            .collect();
+        let outcome = kv.insert_keys(&keys, &partition, crate::replica::now_ms())?;
+        if replica.tablet.ack_needs_sync() {
+            if acks == -1 {
+                replica.wait_durable_blocking(outcome.end_offset - 1)?;
+            }
+        } else {
+            replica.publish();
+        }
+        let rows = read_values(&kv, &missing_keys)?;
+        Ok(rows)
+    })
+    .await?;
+    for (i, row) in missing.into_iter().zip(inserted) {
+        values[i] = row;
+    }
+    Ok(values)
 }
 
 fn bad_key(kv: &KvTablet, index: usize, what: &str, e: impl std::fmt::Display) -> ApiError {

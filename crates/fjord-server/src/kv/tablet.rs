@@ -45,7 +45,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuar
 use bytes::{Bytes, BytesMut};
 use fjord_format::arrow_log::{decode_log_batch, ArrowLogEncoder, ChangeType};
 use fjord_format::datum::Datum;
-use fjord_format::kv::batch::KvBatch;
+use fjord_format::kv::batch::{KvBatch, KvBatchBuilder};
 use fjord_format::log_batch::{self, BatchHeader, LogBatches, LOG_MAGIC_V0, NO_LEADER_EPOCH};
 use fjord_format::row::compacted::CompactedRowWriter;
 use fjord_format::row::indexed::{IndexedRowDecoder, IndexedRowWriter};
@@ -667,6 +667,61 @@ impl KvTablet {
             end_offset: end,
             duplicate: false,
         })
+    }
+
+    /// Inserts a key-only row for each of `keys` (the primary key set, every
+    /// other column NULL; partition key columns from `partition_values`, as
+    /// (column position, value)), as Fluss's lookup with
+    /// `insert_if_not_exists` does: a partial update whose targets are the
+    /// primary key, so a key that exists by now is left as it is. Blocking,
+    /// like [`KvTablet::put`]; the caller makes it durable and flushes.
+    pub fn insert_keys(
+        &self,
+        keys: &[&[u8]],
+        partition_values: &[(usize, &str)],
+        now_ms: i64,
+    ) -> Result<PutOutcome, ApiError> {
+        let table = &*self.table;
+        let arity = table.schema.columns().len();
+        let mut batch = KvBatchBuilder::start(Vec::new(), table.schema_id, -1, -1);
+        let mut key_datums = Vec::new();
+        let mut row: Vec<Datum<'_>> = Vec::with_capacity(arity);
+        let mut encoded = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            table.key_check.decode(key, &mut key_datums).map_err(|e| {
+                ApiError::new(
+                    ErrorCode::CorruptMessage,
+                    format!("key {i} is not an encoded primary key of the table: {e}"),
+                )
+            })?;
+            row.clear();
+            row.resize(arity, Datum::Null);
+            for (&position, datum) in table.key_positions.iter().zip(&key_datums) {
+                row[position] = *datum;
+            }
+            for &(position, value) in partition_values {
+                row[position] = Datum::String(value);
+            }
+            encoded.clear();
+            table.rows.encode(&row, &mut encoded).map_err(|e| {
+                ApiError::new(
+                    ErrorCode::InvalidTargetColumn,
+                    format!("a key-only row cannot be written to this table: {e}"),
+                )
+            })?;
+            batch
+                .append_upsert(key, &encoded)
+                .map_err(|e| ApiError::new(ErrorCode::UnknownServerError, e.to_string()))?;
+        }
+        let targets: Vec<i32> = table
+            .schema
+            .primary_key()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|name| table.schema.column_index(name))
+            .map(|i| i as i32)
+            .collect();
+        self.put(batch.finish(), &targets, AggMode::Default, now_ms)
     }
 
     /// The per-record loop of [`KvTablet::put`]: merge, changelog rows,

@@ -64,7 +64,6 @@ import org.apache.fluss.types.RowType;
 import org.apache.fluss.utils.CloseableIterator;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -83,8 +82,8 @@ import org.junit.jupiter.params.provider.ValueSource;
  * the client writes (COMPACTED and INDEXED). Further tests cover many KV batches in flight,
  * prefix lookups, a partitioned table, the merge engines (first_row, versioned, aggregation,
  * MergeMode.OVERWRITE), the WAL changelog image, KV snapshot metadata and the refusals a user
- * meets. Three tests are {@code @Disabled} because Fjord answers differently from Fluss; each
- * asserts Fluss's behaviour and its reason gives the evidence.
+ * meets. Each test asserts
+ * Fluss's behaviour.
  *
  * <p>Not reachable from this client version (0.9.1): ScanKv (a batch scanner without a limit
  * throws UnsupportedOperationException client-side) and the KV snapshot reader (Fjord reports no
@@ -1234,12 +1233,6 @@ class FlussJavaClientPkTablesTest {
      * ReplicaManager.getTableStats}), which the client raises.
      */
     @Test
-    @Disabled("Fjord bug: for a WAL table GetTableStats answers each bucket with neither"
-            + " error_code nor row_count (api/kv_meta.rs table_stats: kv.row_count() is None);"
-            + " Fluss answers error 15 INVALID_TABLE_EXCEPTION. The 0.9.1 client then calls"
-            + " PbTableStatsRespForBucket.getRowCount(), which throws IllegalStateException"
-            + " (\"Field 'row_count' is not set\") inside the response callback, so"
-            + " admin.getTableStats() never completes (hangs)")
     void walTableStatsAreRefused() throws Exception {
         TablePath path = TablePath.of(DATABASE, "wal_stats");
         step("create WAL table", admin.createTable(path, TableDescriptor.builder().schema(mergeSchema(false))
@@ -1260,11 +1253,6 @@ class FlussJavaClientPkTablesTest {
      * key.
      */
     @Test
-    @Disabled("Fjord bug: Lookup with insert_if_not_exists=true is refused for the whole request"
-            + " with error 15 INVALID_TABLE_EXCEPTION (\"insert_if_not_exists needs an"
-            + " auto-increment column, which Fjord does not support yet\", api/lookup.rs), even"
-            + " on a table without an auto-increment column, where Fluss 0.9.1 inserts the"
-            + " missing keys as key-only rows (ReplicaManager.lookups/collectMissingKeysForInsert)")
     void lookupInsertIfNotExists() throws Exception {
         TablePath path = TablePath.of(DATABASE, "insert_if_not_exists");
         Schema schema = mergeSchema(false);
@@ -1294,11 +1282,6 @@ class FlussJavaClientPkTablesTest {
      * PushdownUtils.limitScan}).
      */
     @Test
-    @Disabled("Fjord discrepancy: LimitScan refuses limit > 1048576 (api/kv_scans.rs"
-            + " LIMIT_SCAN_ROWS_MAX) with error_code 68 in the response body, where Fluss has no"
-            + " bound (and 0.9.1 has no error 68); the 0.9.1 client's"
-            + " LimitBatchScanner.parseLimitScanResponse ignores error_code, so the scan silently"
-            + " returns no rows (a Flink LIMIT above 1048576 on a PK table reads nothing)")
     void limitScanWithALargeLimit() throws Exception {
         TablePath path = TablePath.of(DATABASE, "large_limit");
         Schema schema = mergeSchema(false);
