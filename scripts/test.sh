@@ -5,6 +5,9 @@
 #      also builds the `fjord` binary)
 #   3. pytest interop/python (the pyfluss client against that binary)
 #   4. mvn -f interop/java test (the Fluss Java client against that binary)
+#   5. scripts/fuzz.sh FUZZ_SECONDS (default 5): every fuzz target briefly, on
+#      top of its corpus and recorded crashes, so a crash found once stays
+#      found and a new decoder's target at least runs
 # Every part runs even when an earlier one failed, so one run shows all
 # failures; the script exits non-zero if any part failed (including pytest
 # collecting no tests) and ends with a one-line summary.
@@ -62,6 +65,8 @@ fi
 run_part pytest "$PYTHON" -m pytest -q -p no:cacheprovider "$ROOT/interop/python"
 
 run_part maven mvn -B -f "$ROOT/interop/java" test
+
+run_part fuzz bash "$ROOT/scripts/fuzz.sh" "${FUZZ_SECONDS:-5}"
 
 summary
 [ "${#failed[@]}" -eq 0 ]
