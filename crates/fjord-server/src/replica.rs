@@ -81,7 +81,8 @@ pub fn storage_error(bucket: TableBucket, e: StorageError) -> ApiError {
         | StorageError::Io { .. }
         | StorageError::Offline { .. }
         | StorageError::BadFile { .. }
-        | StorageError::Config(_) => ErrorCode::StorageException,
+        | StorageError::Config(_)
+        | StorageError::RewriteRefused(_) => ErrorCode::StorageException,
     };
     ApiError::new(code, format!("{bucket}: {e}"))
 }

@@ -120,6 +120,11 @@ pub enum StorageError {
         /// What is wrong.
         reason: &'static str,
     },
+    /// A segment rewrite (the compaction of a primary-key changelog) was
+    /// refused: what it was given or the log it would change does not allow
+    /// it; nothing was changed (Fluss `LOG_STORAGE_EXCEPTION`, code 10).
+    #[error("segment rewrite refused: {0}")]
+    RewriteRefused(&'static str),
     /// A configuration value is out of its allowed range.
     #[error("invalid log configuration: {0}")]
     Config(&'static str),

@@ -6,7 +6,9 @@
 //! Layout of the crate:
 //! - [`tablet`]: append (validate, assign offsets, stamp, write), group-commit
 //!   durability, reads of whole batches, offset-for-timestamp, retention,
-//!   truncation, checkpoint, crash recovery.
+//!   truncation, checkpoint, crash recovery; [`tablet::rewrite`]: atomic
+//!   replacement of sealed segments by a rewritten one with gaps between
+//!   its batches (compaction of primary-key changelogs).
 //! - [`segment`]: segment files, the sparse offset and time indexes, the
 //!   batch scanner used by recovery.
 //! - [`writer_state`]: idempotent-writer sequences (duplicate / out-of-order).
@@ -54,4 +56,5 @@ pub use config::{Durability, LogConfig};
 pub use error::{Result, StorageError};
 pub use fs::{Fs, FsFile, OsFs};
 pub use manager::{LogManager, TableBucket};
-pub use tablet::{AppendInfo, LogTablet, ReadResult, RetentionOutcome};
+pub use tablet::rewrite::{RewriteMark, RewriteOutcome, SegmentRewrite};
+pub use tablet::{AppendInfo, LogTablet, ReadResult, RetentionOutcome, SegmentInfo};

@@ -12,6 +12,12 @@
 //! An index entry names a batch: its base offset minus the segment's base
 //! offset, and its byte position in the `.log` file. The time index entry at
 //! the same ordinal names the same batch with its commit timestamp.
+//!
+//! Batches of a segment are in offset order. In a segment written by the
+//! tablet's append path they are contiguous (each starts where the previous
+//! one ended); a segment produced by a rewrite (`tablet::rewrite`, the
+//! compaction of a primary-key changelog) may have gaps between them, but
+//! its last batch always ends where the next segment starts.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -269,10 +275,10 @@ impl Segment {
                 timestamp: ts,
             });
         }
-        if entries
-            .first()
-            .is_some_and(|e| e.position != 0 || e.relative_offset != 0)
-        {
+        // The first entry names the first batch, at position 0. Its offset
+        // may lie above the segment's base: a rewritten segment (compaction)
+        // can start with a gap.
+        if entries.first().is_some_and(|e| e.position != 0) {
             return Ok(false);
         }
         let mut index = self.index_mut();

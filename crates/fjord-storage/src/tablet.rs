@@ -28,6 +28,15 @@
 //! An fsync error takes the tablet offline for good: every later call fails
 //! with [`StorageError::Offline`]; the fsync is never retried, because after
 //! a failed fsync the kernel may already have dropped the dirty pages.
+//!
+//! # Gaps
+//!
+//! A run of sealed segments can be replaced by a rewritten segment holding a
+//! subset of their batches at their original offsets ([`rewrite`], used to
+//! compact primary-key changelogs). Such a segment has gaps between its
+//! batches, but still ends where the next segment starts, so segments stay
+//! contiguous. Reads, offset and timestamp lookups, recovery and truncation
+//! never assume that a batch starts where the previous one ended.
 
 use std::io::IoSlice;
 use std::path::{Path, PathBuf};
@@ -44,12 +53,14 @@ use fjord_format::log_batch::{
 use crate::config::{Durability, LogConfig};
 use crate::error::{Result, StorageError};
 use crate::fs::Fs;
-use crate::meta::{self, CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, TMP_SUFFIX};
+use crate::meta::{self, CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, REWRITTEN_END_FILE, TMP_SUFFIX};
 use crate::segment::{
     self, scan, DamagedRange, IndexEntry, ScanStop, Segment, INDEX_SUFFIX, LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
 };
 use crate::writer_state::{BatchMeta, SequenceCheck, WriterStates};
+
+pub mod rewrite;
 
 /// File name of the idempotent-writer snapshot inside a tablet directory.
 pub const WRITER_STATE_FILE: &str = "writer-state.snapshot";
@@ -83,6 +94,22 @@ pub struct ReadResult {
     pub high_watermark: i64,
     /// Log start offset when the read started.
     pub log_start_offset: i64,
+}
+
+/// One sealed segment as [`LogTablet::sealed_segments`] describes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentInfo {
+    /// Its base offset (the first offset it covers).
+    pub base_offset: i64,
+    /// The offset after the last one it covers: the next segment's base.
+    pub end_offset: i64,
+    /// Commit timestamp of its newest batch (what retention and compaction
+    /// compare with `table.log.ttl`).
+    pub max_timestamp: i64,
+    /// Bytes of its `.log` file.
+    pub bytes: u64,
+    /// Whether recovery found part of it damaged (not served, never rewritten).
+    pub damaged: bool,
 }
 
 /// What [`LogTablet::enforce_retention`] deleted.
@@ -138,6 +165,13 @@ pub struct LogTablet {
     sync: Mutex<SyncState>,
     synced: Condvar,
     offline: AtomicBool,
+    /// Set while a [`rewrite::SegmentRewrite`] is open: one at a time.
+    rewriting: AtomicBool,
+    /// See [`LogTablet::rewritten_end`].
+    rewritten_end: AtomicI64,
+    /// The offset the last writer-state snapshot written covers (every
+    /// batch below it), or -1 before the first one.
+    snapshot_offset: AtomicI64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -200,6 +234,7 @@ impl LogTablet {
             bytes_since_index,
             last_commit_ts,
             writers,
+            rewritten_end,
         } = recovered;
         let log_start = segments[0].base_offset;
         let tablet = Self {
@@ -226,6 +261,9 @@ impl LogTablet {
             }),
             synced: Condvar::new(),
             offline: AtomicBool::new(false),
+            rewriting: AtomicBool::new(false),
+            rewritten_end: AtomicI64::new(rewritten_end),
+            snapshot_offset: AtomicI64::new(-1),
             config,
         };
         // Recovery made everything up to the log end durable: record it so
@@ -275,6 +313,40 @@ impl LogTablet {
     /// Whether an fsync failure took the tablet offline.
     pub fn is_offline(&self) -> bool {
         self.offline.load(Ordering::Acquire)
+    }
+
+    /// Every segment but the active one, oldest first, as readers see them
+    /// now (cheap: no I/O). Sealed segments are durable and below the high
+    /// watermark.
+    pub fn sealed_segments(&self) -> Vec<SegmentInfo> {
+        let segments = self
+            .segments
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let sealed = segments.len().saturating_sub(1);
+        segments[..sealed]
+            .iter()
+            .map(|s| SegmentInfo {
+                base_offset: s.base_offset,
+                end_offset: s.published_end.load(Ordering::Acquire),
+                max_timestamp: s.max_timestamp.load(Ordering::Acquire),
+                bytes: s.published_len.load(Ordering::Acquire),
+                damaged: s.damaged.is_some(),
+            })
+            .collect()
+    }
+
+    /// The end of the log's rewritten prefix: every offset from the log
+    /// start up to here lies in segments produced by committed rewrites
+    /// ([`LogTablet::begin_rewrite`]); the log start when there is none. A
+    /// hint kept in `rewritten-end.checkpoint`: after a crash it may be lower
+    /// than the truth (the rewrite committed, the hint not yet written),
+    /// never higher.
+    pub fn rewritten_end(&self) -> i64 {
+        self.rewritten_end
+            .load(Ordering::Acquire)
+            .max(self.log_start_offset())
     }
 
     fn check_online(&self) -> Result<()> {
@@ -831,6 +903,7 @@ impl LogTablet {
             self.wait_durable(end - 1)?;
         }
         meta::write_atomic(&*self.fs, &self.dir, WRITER_STATE_FILE, &snapshot)?;
+        self.snapshot_offset.store(end, Ordering::Release);
         meta::write_atomic(
             &*self.fs,
             &self.dir,
@@ -895,8 +968,9 @@ impl LogTablet {
     }
 
     /// Removes every batch at or after `offset` (a batch containing `offset`
-    /// is removed whole). Returns the new log end. For replication; readers
-    /// racing with it may see an I/O error.
+    /// is removed whole). Returns the new log end: the removed batch's base
+    /// offset, or `offset` itself when it falls in a gap of a rewritten
+    /// segment. For replication; readers racing with it may see an I/O error.
     pub fn truncate_to(&self, offset: i64) -> Result<i64> {
         let _m = lock(&self.maintenance);
         self.check_online()?;
@@ -919,12 +993,13 @@ impl LogTablet {
         } else {
             seg.published_len.load(Ordering::Acquire)
         };
-        // Find the batch containing `offset`.
+        // Find the batch containing `offset`, or the first one after it when
+        // it falls in a gap (a rewritten segment).
         let start = u64::from(seg.index().lookup((offset - seg.base_offset) as u32));
-        let mut cut = (seg_len, w.log_end);
+        let mut cut = (seg_len, offset);
         scan(&*seg.file, &seg.log_path, start, seg_len, |b, pos| {
             if b.last_offset() >= offset {
-                cut = (pos, b.base_offset());
+                cut = (pos, b.base_offset().min(offset));
                 return false;
             }
             true
@@ -971,6 +1046,20 @@ impl LogTablet {
             s.durable_end = s.durable_end.min(new_end);
         }
         self.publish_segments(&w);
+        drop(w);
+        // A writer snapshot beyond the new end is discarded at recovery; a
+        // rewrite must not count on it.
+        if self.snapshot_offset.load(Ordering::Acquire) > new_end {
+            self.snapshot_offset.store(-1, Ordering::Release);
+        }
+        if self.rewritten_end.fetch_min(new_end, Ordering::AcqRel) > new_end {
+            meta::write_atomic(
+                &*self.fs,
+                &self.dir,
+                REWRITTEN_END_FILE,
+                &meta::encode_rewritten_end(new_end),
+            )?;
+        }
         tracing::info!(tablet = %self.dir.display(), offset, log_end = new_end, "truncated log");
         Ok(new_end)
     }
@@ -998,6 +1087,8 @@ struct Recovered {
     bytes_since_index: u64,
     last_commit_ts: i64,
     writers: WriterStates,
+    /// The rewritten-end hint, within the log.
+    rewritten_end: i64,
 }
 
 /// Why recovery stopped trusting a segment's bytes at some position.
@@ -1005,7 +1096,8 @@ struct Recovered {
 enum Defect {
     /// The bytes are not a whole valid batch.
     Batch(LogBatchError),
-    /// A valid batch whose base offset does not follow the previous batch.
+    /// A valid batch whose base offset does not follow the previous batch
+    /// (or, in a rewritten segment, lies beyond where a gap may end).
     OffsetMismatch { expected: i64, found: i64 },
     /// A valid batch whose commit timestamp is older than the previous one.
     TimestampBackwards,
@@ -1041,8 +1133,13 @@ struct SegmentScan {
 }
 
 /// Scans `seg` from `start_pos` (whose first batch has `start_offset`),
-/// checking offsets are contiguous and commit timestamps non-decreasing, and
+/// checking offsets increase and commit timestamps do not decrease, and
 /// appending index entries to its in-memory index.
+///
+/// A batch may start after a gap (a rewritten segment) only if it starts at
+/// or below `gap_max_base`: in a sealed segment, before the next segment's
+/// base; in the last segment, at or below the recovery point, where bytes
+/// were durable. Above it a gap means a torn header, as before rewrites.
 fn scan_segment(
     seg: &Segment,
     start_pos: u64,
@@ -1050,6 +1147,7 @@ fn scan_segment(
     prev_ts: i64,
     len: u64,
     interval: u32,
+    gap_max_base: i64,
 ) -> Result<SegmentScan> {
     let mut next = start_offset;
     let mut last_ts = prev_ts;
@@ -1061,7 +1159,8 @@ fn scan_segment(
             .last()
             .map_or(0, |e| u64::from(e.position).min(start_pos));
     let (stop_pos, stop) = scan(&*seg.file, &seg.log_path, start_pos, len, |b, pos| {
-        if b.base_offset() != next {
+        let base = b.base_offset();
+        if base < next || (base > next && base > gap_max_base) {
             bad = Some(Defect::OffsetMismatch {
                 expected: next,
                 found: b.base_offset(),
@@ -1117,6 +1216,9 @@ fn scan_segment(
 fn recover(fs: &dyn Fs, dir: &Path, config: &LogConfig) -> Result<Recovered> {
     fs.create_dir_all(dir)
         .map_err(|e| StorageError::io("creating tablet directory", dir, e))?;
+    // A rewrite that committed (its `.swap` file is durable) but did not
+    // finish replacing the old segments is finished first.
+    rewrite::finish_interrupted(fs, dir)?;
     let names = fs
         .list(dir)
         .map_err(|e| StorageError::io("listing tablet directory", dir, e))?;
@@ -1171,6 +1273,7 @@ fn recover(fs: &dyn Fs, dir: &Path, config: &LogConfig) -> Result<Recovered> {
             bytes_since_index: 0,
             last_commit_ts: -1,
             writers: WriterStates::default(),
+            rewritten_end: 0,
         });
     }
 
@@ -1221,6 +1324,10 @@ fn recover(fs: &dyn Fs, dir: &Path, config: &LogConfig) -> Result<Recovered> {
             seg.index_mut().entries.clear();
             (0, base)
         };
+        let gap_max_base = match bases.get(k + 1) {
+            Some(next_base) => next_base - 1,
+            None => recovery_point,
+        };
         let s = scan_segment(
             &seg,
             start_pos,
@@ -1228,6 +1335,7 @@ fn recover(fs: &dyn Fs, dir: &Path, config: &LogConfig) -> Result<Recovered> {
             last_ts,
             len,
             config.index_interval_bytes,
+            gap_max_base,
         )?;
         if !trusted {
             seg.index_mut().persisted = 0;
@@ -1327,6 +1435,8 @@ fn recover(fs: &dyn Fs, dir: &Path, config: &LogConfig) -> Result<Recovered> {
         .map_err(|e| StorageError::io("syncing directory", dir, e))?;
 
     let writers = recover_writers(fs, dir, &segments, log_end, active_len)?;
+    let rewritten_end =
+        rewrite::read_rewritten_end(fs, dir)?.clamp(segments[0].base_offset, log_end);
     Ok(Recovered {
         segments,
         log_end,
@@ -1334,6 +1444,7 @@ fn recover(fs: &dyn Fs, dir: &Path, config: &LogConfig) -> Result<Recovered> {
         bytes_since_index,
         last_commit_ts: last_ts,
         writers,
+        rewritten_end,
     })
 }
 
