@@ -120,6 +120,12 @@ fn main() {
         Arc::clone(&log),
         store,
         fjord_server::kv::tablet::DEFAULT_WRITE_BUFFER_BYTES,
+        Arc::new(fjord_server::kv::tablet::RowCacheBudget::new(
+            std::env::var("FJORD_BENCH_ROW_CACHE")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(fjord_server::kv::tablet::DEFAULT_ROW_CACHE_BYTES),
+        )),
     )
     .unwrap();
 

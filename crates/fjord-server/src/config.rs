@@ -345,6 +345,8 @@ pub struct ServerConfig {
     /// `kv.write-buffer-size`: see
     /// [`crate::kv::tablet::DEFAULT_WRITE_BUFFER_BYTES`].
     pub kv_write_buffer_bytes: usize,
+    /// `kv.row-cache-size`: see [`crate::kv::tablet::DEFAULT_ROW_CACHE_BYTES`].
+    pub kv_row_cache_bytes: usize,
     /// All options as given, for the storage engine's own options.
     pub options: Options,
 }
@@ -405,6 +407,10 @@ impl ServerConfig {
             kv_write_buffer_bytes: options.bytes(
                 "kv.write-buffer-size",
                 crate::kv::tablet::DEFAULT_WRITE_BUFFER_BYTES,
+            )?,
+            kv_row_cache_bytes: options.bytes(
+                "kv.row-cache-size",
+                crate::kv::tablet::DEFAULT_ROW_CACHE_BYTES,
             )?,
             kv_scanners: KvScannerOptions {
                 ttl_ms: match options.duration_ms("kv.scanner.ttl")? {

@@ -242,6 +242,8 @@ pub struct ReplicaManager {
     kv: Arc<KvEngine>,
     /// `kv.write-buffer-size`: see [`crate::kv::tablet::DEFAULT_WRITE_BUFFER_BYTES`].
     kv_write_buffer_bytes: usize,
+    /// `kv.row-cache-size`, shared by every KV tablet.
+    kv_row_cache: Arc<crate::kv::tablet::RowCacheBudget>,
     log_config: LogConfig,
     /// `<data dir>/log`, where dropped tables' and partitions' directories
     /// are removed from.
@@ -257,6 +259,7 @@ impl ReplicaManager {
         log_config: LogConfig,
         kv_options: &KvEngineOptions,
         kv_write_buffer_bytes: usize,
+        kv_row_cache_bytes: usize,
     ) -> Result<Self, ApiError> {
         let logs = LogManager::new(Arc::new(OsFs), data_dir).map_err(|e| {
             ApiError::new(
@@ -273,6 +276,7 @@ impl ReplicaManager {
         Ok(Self {
             kv: Arc::new(kv),
             kv_write_buffer_bytes,
+            kv_row_cache: Arc::new(crate::kv::tablet::RowCacheBudget::new(kv_row_cache_bytes)),
             logs: Arc::new(logs),
             log_config,
             log_root: data_dir.join(fjord_storage::manager::LOG_DIR),
@@ -335,6 +339,7 @@ impl ReplicaManager {
                         Arc::clone(&tablet),
                         store,
                         self.kv_write_buffer_bytes,
+                        Arc::clone(&self.kv_row_cache),
                     )?))
                 }
                 None => None,

@@ -84,6 +84,7 @@ impl Server {
             config.log.clone(),
             &config.kv,
             config.kv_write_buffer_bytes,
+            config.kv_row_cache_bytes,
         )?;
         replicas.delete_orphans(|table_id, partition_id| match partition_id {
             None => catalog

@@ -25,6 +25,7 @@ use fjord_format::schema::Schema;
 use fjord_format::types::DataType;
 use fjord_server::kv::columns::read_row;
 use fjord_server::kv::merge::AggMode;
+use fjord_server::kv::tablet::RowCacheBudget;
 use fjord_server::kv::{KvTable, KvTablet};
 use fjord_server::replica::TableBucket;
 use fjord_storage::fs::sim::SimFs;
@@ -238,6 +239,76 @@ fn changelog_state(tablet: &KvTablet) -> BTreeMap<i32, Row> {
     state
 }
 
+/// Every row of the changelog, in order: (change type byte, row).
+fn changelog_rows(tablet: &KvTablet) -> Vec<(u8, Row)> {
+    let log = tablet.log();
+    let arrow = tablet.table().arrow_schema.clone();
+    let mut rows = Vec::new();
+    let read = log.read(log.log_start_offset(), usize::MAX / 2).unwrap();
+    for batch in LogBatches::new(&read.records) {
+        let batch = batch.unwrap();
+        if batch.record_count() == 0 {
+            continue;
+        }
+        let decoded = decode_log_batch(
+            &read.records.slice_ref(batch.as_bytes()).into(),
+            arrow.clone(),
+        )
+        .unwrap();
+        let types = decoded.change_types.unwrap();
+        let mut d = Vec::new();
+        for i in 0..decoded.records.num_rows() {
+            read_row(&decoded.records, i, &mut d).unwrap();
+            rows.push((types[i], decode_row(&d)));
+        }
+    }
+    rows
+}
+
+/// The changelog the default engine with the FULL image emits for `ops`
+/// over `model` (updated as it goes), written independently of the server:
+/// `+I` for a new key, `-U old, +U new` for an existing one, `-D old` for a
+/// delete of a present key, nothing for a delete of an absent one.
+fn default_full_changelog(model: &mut BTreeMap<i32, Row>, ops: &[Op], out: &mut Vec<(u8, Row)>) {
+    for op in ops {
+        let k = match *op {
+            Op::Upsert { k, .. } | Op::Delete { k } | Op::Partial { k, .. } => k,
+        };
+        let old = model.get(&k).cloned();
+        default_model(model, std::slice::from_ref(op));
+        let new = model.get(&k).cloned();
+        match (old, new) {
+            (None, Some(new)) => out.push((ChangeType::Insert as u8, new)),
+            (Some(old), Some(new)) => {
+                out.push((ChangeType::UpdateBefore as u8, old));
+                out.push((ChangeType::UpdateAfter as u8, new));
+            }
+            (Some(old), None) => out.push((ChangeType::Delete as u8, old)),
+            (None, None) => {}
+        }
+    }
+}
+
+/// Every key's row through the lookup path (`KvTablet::get`).
+fn lookups(tablet: &KvTablet) -> BTreeMap<i32, Row> {
+    let rows = RowCodec::new(RowFormat::Compacted, &row_type()).unwrap();
+    let encoder = Encoder::new();
+    let mut state = BTreeMap::new();
+    for k in 0..6 {
+        let mut key = Vec::new();
+        encoder
+            .keys
+            .encode_datums(&[Datum::Int(k), Datum::Null, Datum::Null], &mut key)
+            .unwrap();
+        if let Some(value) = tablet.get(&key).unwrap() {
+            let mut d = Vec::new();
+            rows.decode(&value[2..], &mut d).unwrap();
+            state.insert(k, decode_row(&d));
+        }
+    }
+    state
+}
+
 /// The default engine's table after `ops`, written independently of the
 /// server's merger: full upserts replace, deletes remove, partial updates
 /// set `v` and keep `s` (NULL for a new key).
@@ -267,12 +338,17 @@ struct Bucket {
     kv_dir: tempfile::TempDir,
     table: Arc<KvTable>,
     write_buffer_bytes: usize,
+    row_cache_bytes: usize,
 }
 
 impl Bucket {
-    fn new(properties: &BTreeMap<String, String>, write_buffer_bytes: usize) -> Self {
+    fn new(
+        properties: &BTreeMap<String, String>,
+        (write_buffer_bytes, row_cache_bytes): (usize, usize),
+    ) -> Self {
         Self {
             write_buffer_bytes,
+            row_cache_bytes,
             sim: SimFs::new(),
             kv_dir: tempfile::tempdir().unwrap(),
             table: Arc::new(KvTable::new(schema(), 1, &[], &["k".to_owned()], properties).unwrap()),
@@ -303,6 +379,7 @@ impl Bucket {
             log,
             store,
             self.write_buffer_bytes,
+            Arc::new(RowCacheBudget::new(self.row_cache_bytes)),
         )
         .unwrap();
         (engine, tablet)
@@ -354,7 +431,7 @@ fn copy_dir(from: &Path, to: &Path) {
 #[allow(clippy::too_many_arguments)]
 fn run(
     config: &BTreeMap<String, String>,
-    write_buffer_bytes: usize,
+    write_buffer_bytes: (usize, usize),
     name: &str,
     batches: &[Vec<Op>],
     crash_at: usize,
@@ -370,6 +447,8 @@ fn run(
     // The one that crashes after `crash_at` acknowledged batches.
     let bucket = Bucket::new(config, write_buffer_bytes);
     let mut model = BTreeMap::new();
+    let mut changelog_model = BTreeMap::new();
+    let mut expected_changelog: Vec<(u8, Row)> = Vec::new();
     let rollback = tempfile::tempdir().unwrap();
     let mut after_in_flight = None;
     {
@@ -412,6 +491,7 @@ fn run(
                         .collect()
                 };
                 default_model(&mut model, &kept);
+                default_full_changelog(&mut changelog_model, &kept, &mut expected_changelog);
             }
             let state = store_state(&tablet);
             assert_eq!(
@@ -419,6 +499,18 @@ fn run(
                 changelog_state(&tablet),
                 "{name} step {step}: store = changelog"
             );
+            assert_eq!(
+                state,
+                lookups(&tablet),
+                "{name} step {step}: lookups = store"
+            );
+            if name == "default-full" {
+                assert_eq!(
+                    changelog_rows(&tablet),
+                    expected_changelog,
+                    "{name} step {step}: the changelog Fluss emits"
+                );
+            }
             if default_engine {
                 assert_eq!(state, model, "{name} step {step}: store = model");
             }
@@ -449,6 +541,11 @@ fn run(
         state,
         changelog_state(&tablet),
         "{name}: after the crash, store = changelog"
+    );
+    assert_eq!(
+        state,
+        lookups(&tablet),
+        "{name}: after the crash, lookups = store"
     );
     // The reference holds the acknowledged batches (and, if one was in
     // flight, also a state with it): the crashed tablet holds one of them.
@@ -483,11 +580,38 @@ proptest! {
         fate in prop_oneof![Just(KvFate::Kept), Just(KvFate::Wiped), Just(KvFate::RolledBack)],
         in_flight in any::<bool>(),
         seed in any::<u64>(),
-        // Every flush written to the store, or none until shutdown.
-        write_buffer_bytes in prop_oneof![Just(1usize), Just(1usize << 20)],
+        // (write buffer, row cache): every flush written to the store with
+        // and without the row cache, or none until shutdown.
+        write_buffer_bytes in prop_oneof![
+            Just((1usize, 0usize)),
+            Just((1usize, 1usize << 20)),
+            Just((1usize << 20, 1usize << 20)),
+        ],
     ) {
         for (name, config) in configs() {
             run(&config, write_buffer_bytes, name, &batches, crash.min(batches.len()), fate, in_flight, seed);
         }
     }
+}
+
+/// The row cache follows deletes and updates once they reach the store:
+/// with every flush written out and the cache on, a deleted key reads as
+/// absent and an updated one as its new row, through lookups and merges.
+#[test]
+fn the_row_cache_follows_deletes_and_updates() {
+    let config = BTreeMap::new();
+    let bucket = Bucket::new(&config, (1, 1 << 20));
+    let (_engine, tablet) = bucket.open();
+    let encoder = Encoder::new();
+    let up = |k, v| Op::Upsert { k, v, s: 0 };
+    put_acked(&tablet, &encoder, &[up(1, 10), up(2, 20)]).unwrap();
+    put_acked(&tablet, &encoder, &[Op::Delete { k: 1 }, up(2, 21)]).unwrap();
+    let expected: BTreeMap<i32, Row> = [(2, (2, Some(21), Some("a".to_owned())))].into();
+    assert_eq!(lookups(&tablet), expected);
+    assert_eq!(store_state(&tablet), expected);
+    // A merge reads the cache too: re-inserting the deleted key is an
+    // insert, not an update of a stale row.
+    put_acked(&tablet, &encoder, &[up(1, 11)]).unwrap();
+    let rows = changelog_rows(&tablet);
+    assert_eq!(rows.last().map(|r| r.0), Some(ChangeType::Insert as u8));
 }

@@ -264,32 +264,150 @@ pub struct KvTablet {
     flush: Mutex<AppliedState>,
     /// See [`DEFAULT_WRITE_BUFFER_BYTES`].
     write_buffer_bytes: usize,
+    /// Shared by every tablet: see [`DEFAULT_ROW_CACHE_BYTES`].
+    row_cache: Arc<RowCacheBudget>,
 }
 
-/// An ordered run of changes (`None`: delete).
+impl Drop for KvTablet {
+    fn drop(&mut self) {
+        let committed = self.committed.get_mut().unwrap_or_else(|p| p.into_inner());
+        self.row_cache.give_back(committed.clean_bytes);
+    }
+}
+
+/// A run of changes (`None`: delete).
 type Run = HashMap<Bytes, Option<Bytes>>;
 
+/// The server-wide budget of rows the KV tablets keep in memory besides
+/// their stores (`kv.row-cache-size`), shared by every tablet.
+#[derive(Debug)]
+pub struct RowCacheBudget {
+    limit: usize,
+    used: std::sync::atomic::AtomicUsize,
+}
+
+impl RowCacheBudget {
+    /// A budget of `limit` bytes of keys and values (0 turns the cache off).
+    pub fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            used: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// Takes `bytes` from the budget; `false` (and nothing taken) when it
+    /// would pass the limit.
+    fn take(&self, bytes: usize) -> bool {
+        use std::sync::atomic::Ordering;
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                let after = used.checked_add(bytes)?;
+                (after <= self.limit).then_some(after)
+            })
+            .is_ok()
+    }
+
+    fn give_back(&self, bytes: usize) {
+        self.used
+            .fetch_sub(bytes, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// Bytes in use across tablets.
+    pub fn used(&self) -> usize {
+        self.used.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
+/// Default `kv.row-cache-size`: while a bucket's rows fit the shared budget
+/// they are all kept in memory besides the store, so a merge or lookup
+/// reads a hash map and a key it lacks is known absent without reading the
+/// store (whose point reads cost several times the rest of an upsert,
+/// `benches/kv_put.rs`); a bucket that outgrows its share reads the store.
+pub const DEFAULT_ROW_CACHE_BYTES: usize = 512 << 20;
+
 /// The committed layer: changes whose changelog is durable, newest in
-/// `active`; `frozen` is being written to the store.
+/// `active`; `frozen` is being written to the store; `clean` holds rows the
+/// store has, in memory.
 #[derive(Default)]
 struct Committed {
     active: Run,
     active_bytes: usize,
     /// The run being written, and the state it stands for.
     frozen: Option<(Arc<Run>, AppliedState)>,
+    /// Rows of the store kept in memory (copies: no request buffer is held),
+    /// no deletes.
+    clean: HashMap<Bytes, Bytes>,
+    /// Bytes of `clean`, taken from the [`RowCacheBudget`].
+    clean_bytes: usize,
+    /// Whether `clean` holds every row of the store, so a key it lacks is
+    /// absent. Lost for good when the tablet's rows outgrow the budget.
+    complete: bool,
     /// What the layers and the store hold together: the changelog offset
     /// applied up to and the live rows.
     state: AppliedState,
 }
 
 impl Committed {
-    /// The committed value of `key`: `Some(None)` for a committed delete,
-    /// `None` when the layers do not know the key (ask the store).
+    /// The committed value of `key`: `Some(None)` for a committed delete or
+    /// a key a complete cache lacks, `None` when only the store knows.
     fn get(&self, key: &[u8]) -> Option<Option<Bytes>> {
         if let Some(v) = self.active.get(key) {
             return Some(v.clone());
         }
-        self.frozen.as_ref().and_then(|(f, _)| f.get(key).cloned())
+        if let Some(v) = self.frozen.as_ref().and_then(|(f, _)| f.get(key)) {
+            return Some(v.clone());
+        }
+        if let Some(v) = self.clean.get(key) {
+            return Some(Some(v.clone()));
+        }
+        self.complete.then_some(None)
+    }
+
+    /// Brings `clean` up to date with `run`, now in the store. Past the
+    /// budget, the cache is dropped and the tablet reads the store from then
+    /// on.
+    fn absorb(&mut self, run: &Run, budget: &RowCacheBudget, bucket: TableBucket) {
+        if !self.complete {
+            return;
+        }
+        let mut grown = 0usize;
+        let mut shrunk = 0usize;
+        for (key, value) in run {
+            let old = match value {
+                Some(v) => {
+                    grown += v.len();
+                    self.clean
+                        .insert(Bytes::copy_from_slice(key), Bytes::copy_from_slice(v))
+                }
+                None => self.clean.remove(&key[..]),
+            };
+            match old {
+                Some(old) => shrunk += key.len() + old.len(),
+                None if value.is_some() => grown += key.len(),
+                None => {}
+            }
+        }
+        if grown >= shrunk {
+            let more = grown - shrunk;
+            if budget.take(more) {
+                self.clean_bytes += more;
+            } else {
+                tracing::info!(
+                    %bucket,
+                    rows = self.clean.len(),
+                    bytes = self.clean_bytes + more,
+                    "the bucket's rows outgrow the row cache (kv.row-cache-size); reading them from the KV store from now on"
+                );
+                budget.give_back(self.clean_bytes);
+                self.clean = HashMap::new();
+                self.clean_bytes = 0;
+                self.complete = false;
+            }
+        } else {
+            let less = shrunk - grown;
+            budget.give_back(less);
+            self.clean_bytes -= less;
+        }
     }
 
     fn insert(&mut self, key: Bytes, value: Option<Bytes>) {
@@ -333,6 +451,7 @@ impl KvTablet {
         log: Arc<LogTablet>,
         store: KvStore,
         write_buffer_bytes: usize,
+        row_cache: Arc<RowCacheBudget>,
     ) -> Result<Self, ApiError> {
         let storage = |e| storage_error(bucket, e);
         let encoder = ArrowLogEncoder::new(table.arrow_schema.clone(), table.compression)
@@ -392,12 +511,14 @@ impl KvTablet {
             }),
             flush: Mutex::new(applied),
             write_buffer_bytes,
+            row_cache,
             indexed_layout,
             table,
             bucket,
             log,
             store,
         };
+        tablet.load_row_cache()?;
         if applied.offset < high_watermark {
             let replayed = tablet.replay(applied, high_watermark)?;
             info!(
@@ -410,6 +531,38 @@ impl KvTablet {
             lock(&tablet.write).rows = replayed.row_count;
         }
         Ok(tablet)
+    }
+
+    /// Reads the store's rows into the row cache, if they fit the budget
+    /// (at open, before any write): the cache is then complete. A store too
+    /// large leaves the cache off for this tablet.
+    fn load_row_cache(&self) -> Result<(), ApiError> {
+        let mut committed = write(&self.committed);
+        let mut complete = true;
+        let mut bytes = 0usize;
+        self.store
+            .snapshot()
+            .scan_from(None, |key, value| {
+                let size = key.len() + value.len();
+                if !self.row_cache.take(size) {
+                    complete = false;
+                    return false;
+                }
+                bytes += size;
+                committed
+                    .clean
+                    .insert(Bytes::copy_from_slice(key), Bytes::copy_from_slice(value));
+                true
+            })
+            .map_err(|e| storage_error(self.bucket, e))?;
+        if complete {
+            committed.clean_bytes = bytes;
+            committed.complete = true;
+        } else {
+            self.row_cache.give_back(bytes);
+            committed.clean = HashMap::new();
+        }
+        Ok(())
     }
 
     /// The bucket this tablet is.
@@ -1002,7 +1155,11 @@ impl KvTablet {
                 target,
             )
             .map_err(|e| storage_error(self.bucket, e))?;
-        write(&self.committed).frozen = None;
+        {
+            let mut committed = write(&self.committed);
+            committed.frozen = None;
+            committed.absorb(&run, &self.row_cache, self.bucket);
+        }
         *store_state = target;
         if retry {
             // The retried run is in; now the changes that waited.
