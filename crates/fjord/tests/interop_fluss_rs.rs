@@ -805,15 +805,15 @@ async fn client_mistakes_get_the_fluss_error_codes() {
             .await
     );
 
-    // Primary-key tables are not served yet (issue 3): refused with an API
-    // error, and nothing is left behind.
+    // A primary key of a type Fluss refuses in keys (ARRAY) is refused
+    // by the server with an API error, and nothing is left behind.
     let pk_path = TablePath::new(db, "with_pk");
     let pk_descriptor = TableDescriptor::builder()
         .schema(
             Schema::builder()
                 .column("id", DataTypes::bigint())
-                .column("v", DataTypes::string())
-                .primary_key(["id"])
+                .column("v", DataTypes::array(DataTypes::string()))
+                .primary_key(["v"])
                 .expect("primary key")
                 .build()
                 .expect("valid schema"),
