@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 
 use fjord_storage::{Durability, LogConfig};
 
+use crate::kv::changelog_compaction::ChangelogCompactionOptions;
+
 use crate::meta::catalog::CatalogOptions;
 
 /// Default `fjord.server.frame-bytes-max`: largest request frame accepted.
@@ -282,6 +284,28 @@ fn log_config(o: &Options) -> Result<LogConfig, ConfigError> {
     Ok(config)
 }
 
+/// `kv.changelog-compaction.*`: see [`crate::kv::changelog_compaction`].
+fn changelog_compaction_options(o: &Options) -> Result<ChangelogCompactionOptions, ConfigError> {
+    let d = ChangelogCompactionOptions::default();
+    const RATIO: &str = "kv.changelog-compaction.min-dirty-ratio";
+    let min_dirty_ratio: f64 = o.parse(RATIO, d.min_dirty_ratio)?;
+    if !(0.0..=1.0).contains(&min_dirty_ratio) {
+        return Err(ConfigError::Value {
+            key: RATIO.to_owned(),
+            value: o.get(RATIO).unwrap_or_default().to_owned(),
+            reason: "must be between 0 and 1".to_owned(),
+        });
+    }
+    Ok(ChangelogCompactionOptions {
+        index_bytes_max: o.bytes("kv.changelog-compaction.index-size", d.index_bytes_max)?,
+        min_dirty_ratio,
+        delete_retention_ms: o
+            .duration_ms("kv.changelog-compaction.delete-retention")?
+            .unwrap_or(d.delete_retention_ms)
+            .max(0),
+    })
+}
+
 /// Default `kv.scanner.ttl`: an idle KV scan session is closed after
 /// 10 minutes, as Fluss (bounds what an abandoned scan pins: a snapshot of
 /// the store).
@@ -342,6 +366,8 @@ pub struct ServerConfig {
     pub kv: fjord_storage::kv::KvEngineOptions,
     /// KV full-scan sessions (`kv.scanner.*`).
     pub kv_scanners: KvScannerOptions,
+    /// Compaction of primary-key changelogs (`kv.changelog-compaction.*`).
+    pub kv_changelog_compaction: ChangelogCompactionOptions,
     /// `kv.write-buffer-size`: see
     /// [`crate::kv::tablet::DEFAULT_WRITE_BUFFER_BYTES`].
     pub kv_write_buffer_bytes: usize,
@@ -431,6 +457,7 @@ impl ServerConfig {
                 batch_bytes_max: options
                     .bytes("kv.scanner.max-batch-size", KV_SCANNER_BATCH_BYTES_DEFAULT)?,
             },
+            kv_changelog_compaction: changelog_compaction_options(&options)?,
             options,
         })
     }
@@ -479,6 +506,37 @@ mod tests {
         opts.set("fjord.server.frame-bytes-max=lots").unwrap();
         assert!(ServerConfig::from_options("d".into(), opts).is_err());
         assert!(Options::default().set("novalue").is_err());
+    }
+
+    #[test]
+    fn changelog_compaction_options_parse_and_are_checked() {
+        let cfg = ServerConfig::with_data_dir("d".into());
+        assert_eq!(
+            cfg.kv_changelog_compaction,
+            ChangelogCompactionOptions::default()
+        );
+        let mut opts = Options::default();
+        opts.set("kv.changelog-compaction.index-size=1mb").unwrap();
+        opts.set("kv.changelog-compaction.min-dirty-ratio=0")
+            .unwrap();
+        opts.set("kv.changelog-compaction.delete-retention=0")
+            .unwrap();
+        let cfg = ServerConfig::from_options("d".into(), opts).unwrap();
+        assert_eq!(
+            cfg.kv_changelog_compaction,
+            ChangelogCompactionOptions {
+                index_bytes_max: 1 << 20,
+                min_dirty_ratio: 0.0,
+                delete_retention_ms: 0,
+            }
+        );
+        let mut opts = Options::default();
+        opts.set("kv.changelog-compaction.min-dirty-ratio=1.5")
+            .unwrap();
+        let err = ServerConfig::from_options("d".into(), opts)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("min-dirty-ratio"), "{err}");
     }
 
     #[test]

@@ -20,6 +20,9 @@ use tokio::sync::Notify;
 use tracing::{error, warn};
 
 use crate::error::{ApiError, ErrorCode};
+use crate::kv::changelog_compaction::{
+    changelog_ttl_ms, ChangelogCompactionOptions, ChangelogCompactor, Compaction,
+};
 use crate::kv::KvTablet;
 use crate::meta::catalog::TableInfo;
 
@@ -245,6 +248,9 @@ pub struct ReplicaManager {
     /// `kv.row-cache-size`, shared by every KV tablet.
     kv_row_cache: Arc<crate::kv::tablet::RowCacheBudget>,
     log_config: LogConfig,
+    /// Compacts primary-key changelogs past `table.log.ttl`
+    /// ([`crate::kv::changelog_compaction`]).
+    compactor: Arc<ChangelogCompactor>,
     /// `<data dir>/log`, where dropped tables' and partitions' directories
     /// are removed from.
     log_root: PathBuf,
@@ -279,9 +285,19 @@ impl ReplicaManager {
             kv_row_cache: Arc::new(crate::kv::tablet::RowCacheBudget::new(kv_row_cache_bytes)),
             logs: Arc::new(logs),
             log_config,
+            compactor: Arc::new(ChangelogCompactor::new(
+                ChangelogCompactionOptions::default(),
+            )),
             log_root: data_dir.join(fjord_storage::manager::LOG_DIR),
             replicas: RwLock::new(HashMap::new()),
         })
+    }
+
+    /// The manager with changelog compaction options other than the
+    /// defaults (`kv.changelog-compaction.*`).
+    pub fn with_changelog_compaction(mut self, options: ChangelogCompactionOptions) -> Self {
+        self.compactor = Arc::new(ChangelogCompactor::new(options));
+        self
     }
 
     /// Creates (or opens, recovering) the tablets of every bucket of a
@@ -319,7 +335,8 @@ impl ReplicaManager {
             if table.has_primary_key() {
                 // A primary-key table's changelog is its write-ahead log and
                 // the only way a reader without a KV snapshot rebuilds the
-                // table: retention never deletes it.
+                // table: retention never deletes it; compaction bounds it
+                // (`kv::changelog_compaction`, from `run_maintenance`).
                 config.retention_ms = None;
                 config.retention_bytes = None;
             }
@@ -462,8 +479,8 @@ impl ReplicaManager {
             })
     }
 
-    /// Periodic flushes, retention and checkpoints (blocking; run from a
-    /// blocking thread).
+    /// Periodic flushes, retention, checkpoints and the start of due
+    /// changelog compactions (blocking; run from a blocking thread).
     pub fn run_maintenance(&self, checkpoint: bool) {
         self.logs.run_maintenance(now_ms(), checkpoint);
         // Changes whose changelog an interval flush or a background fsync
@@ -476,18 +493,55 @@ impl ReplicaManager {
             .filter(|r| r.kv.is_some())
             .cloned()
             .collect();
-        for replica in replicas {
+        for replica in &replicas {
             if let Some(kv) = &replica.kv {
                 if let Err(e) = kv.flush(replica.tablet.high_watermark()) {
                     warn!(bucket = %replica.bucket, error = %e, "applying changes to the KV store failed; retried next round");
                 }
             }
         }
+        // Changelogs past `table.log.ttl` are compacted on the compactor's
+        // own thread; this returns at once.
+        self.compactor
+            .run_due(self.compaction_candidates(&replicas), now_ms());
+    }
+
+    /// The KV tablets of `replicas` whose changelog may be compacted, each
+    /// with the `table.log.ttl` that applies to it.
+    fn compaction_candidates(&self, replicas: &[Arc<Replica>]) -> Vec<(Arc<KvTablet>, i64)> {
+        replicas
+            .iter()
+            .filter_map(|r| {
+                let kv = r.kv.as_ref()?;
+                let ttl = changelog_ttl_ms(kv.table(), self.log_config.retention_ms)?;
+                Some((Arc::clone(kv), ttl))
+            })
+            .collect()
+    }
+
+    /// Compacts now every primary-key changelog that is due (blocking;
+    /// after any compaction of the same bucket already running) and says
+    /// what each did. The maintenance compacts on its own; this is for
+    /// tests and tools.
+    pub fn compact_changelogs_now(&self) -> Vec<(TableBucket, Result<Compaction, ApiError>)> {
+        let replicas: Vec<Arc<Replica>> = self
+            .replicas
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        self.compaction_candidates(&replicas)
+            .into_iter()
+            .map(|(kv, ttl)| (kv.bucket(), self.compactor.compact_now(&kv, ttl, now_ms())))
+            .collect()
     }
 
     /// Closes every tablet cleanly (called once at shutdown, after the last
     /// request finished), so the next start recovers nothing.
     pub fn close(&self) {
+        // A compaction in progress stops between segments.
+        self.compactor.shutdown();
         // The committed layers go to the stores, so the next start replays
         // no changelog.
         let kv_tablets: Vec<Arc<KvTablet>> = self

@@ -85,7 +85,8 @@ impl Server {
             &config.kv,
             config.kv_write_buffer_bytes,
             config.kv_row_cache_bytes,
-        )?;
+        )?
+        .with_changelog_compaction(config.kv_changelog_compaction.clone());
         replicas.delete_orphans(|table_id, partition_id| match partition_id {
             None => catalog
                 .table_by_id(table_id)

@@ -1,8 +1,10 @@
 //! Primary-key (KV) tables on the tablet server: [`KvTable`] (what a table's
 //! schema and options imply, built once), [`KvTablet`] (one bucket: KV
-//! store, changelog, pre-write buffer), [`merge`] (the merge engines) and
-//! [`columns`] (changelog rows in and out of Arrow).
+//! store, changelog, pre-write buffer), [`merge`] (the merge engines),
+//! [`columns`] (changelog rows in and out of Arrow) and
+//! [`changelog_compaction`] (compaction of changelogs past `table.log.ttl`).
 
+pub mod changelog_compaction;
 pub mod columns;
 pub mod merge;
 pub mod scanners;

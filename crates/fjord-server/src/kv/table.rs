@@ -20,6 +20,11 @@ use crate::error::{ApiError, ErrorCode};
 /// Table option naming the format of stored rows (Fluss `table.kv.format`).
 pub const TABLE_KV_FORMAT: &str = "table.kv.format";
 
+/// Table option (Fluss `table.log.ttl`): for a primary-key table, how old a
+/// sealed changelog segment must be before it is compacted
+/// (`kv::changelog_compaction`); a primary-key changelog is never deleted.
+pub const TABLE_LOG_TTL: &str = "table.log.ttl";
+
 /// A primary-key table as its KV tablets see it. Immutable; shared as
 /// `Arc<KvTable>` by every bucket of the table (and of its partitions).
 #[derive(Debug)]
@@ -47,6 +52,9 @@ pub struct KvTable {
     pub arrow_schema: SchemaRef,
     /// The changelog's Arrow body compression (`table.log.arrow.compression.*`).
     pub compression: ArrowCompression,
+    /// The table's own `table.log.ttl` in milliseconds, if it sets one (0 or
+    /// less: never compact); otherwise the server's `table.log.ttl` applies.
+    pub log_ttl_ms: Option<i64>,
 }
 
 fn invalid_table(why: String) -> ApiError {
@@ -139,6 +147,17 @@ impl KvTable {
         let merge = MergeOptions::from_table(&schema, properties)?;
         let compression = ArrowCompression::from_table_properties(properties)
             .map_err(|e| ApiError::new(ErrorCode::InvalidConfigException, e.to_string()))?;
+        let log_ttl_ms = properties
+            .get(TABLE_LOG_TTL)
+            .map(|v| {
+                crate::config::parse_duration_ms(v).ok_or_else(|| {
+                    ApiError::new(
+                        ErrorCode::InvalidConfigException,
+                        format!("Invalid value for config '{TABLE_LOG_TTL}'. Reason: '{v}' is not a duration such as 1 ms, 10 s, 2 h or 7 d."),
+                    )
+                })
+            })
+            .transpose()?;
         let schema_id = i16::try_from(schema_id).map_err(|_| {
             invalid_table(format!(
                 "schema id {schema_id} does not fit a KV batch header"
@@ -155,6 +174,7 @@ impl KvTable {
             prefix_check,
             merge,
             compression,
+            log_ttl_ms,
         })
     }
 
