@@ -53,6 +53,9 @@ pub struct FjordServer {
     child: Option<Child>,
     addr: SocketAddr,
     data_dir: PathBuf,
+    /// Extra command-line arguments (e.g. `--set key=value`), kept for
+    /// [`FjordServer::restart`].
+    args: Vec<String>,
     stderr: Arc<Mutex<String>>,
 }
 
@@ -67,6 +70,20 @@ impl FjordServer {
     /// Starts `fjord server` listening on `listen` (e.g. the address of a
     /// previous instance, to restart "the same" server).
     pub fn start_listening(data_dir: &Path, listen: &str) -> FjordServer {
+        Self::start_with_args(data_dir, listen, &[])
+    }
+
+    /// Starts `fjord server` with `options` (`key=value`, each passed as
+    /// `--set key=value`) on an ephemeral loopback port.
+    pub fn start_with_options(data_dir: &Path, options: &[&str]) -> FjordServer {
+        let args: Vec<String> = options
+            .iter()
+            .flat_map(|o| ["--set".to_owned(), (*o).to_owned()])
+            .collect();
+        Self::start_with_args(data_dir, "127.0.0.1:0", &args)
+    }
+
+    fn start_with_args(data_dir: &Path, listen: &str, args: &[String]) -> FjordServer {
         let bin = server_program();
         let mut child = Command::new(&bin)
             .arg("server")
@@ -74,6 +91,7 @@ impl FjordServer {
             .arg(listen)
             .arg("--data-dir")
             .arg(data_dir)
+            .args(args)
             .env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
@@ -111,6 +129,7 @@ impl FjordServer {
             child: Some(child),
             addr: SocketAddr::from(([0, 0, 0, 0], 0)),
             data_dir: data_dir.to_path_buf(),
+            args: args.to_vec(),
             stderr,
         };
         match ready_rx.recv_timeout(READY_TIMEOUT) {
@@ -204,7 +223,8 @@ impl FjordServer {
     pub fn restart(&mut self) {
         self.stop();
         let listen = self.addr.to_string();
-        *self = FjordServer::start_listening(&self.data_dir.clone(), &listen);
+        let args = std::mem::take(&mut self.args);
+        *self = FjordServer::start_with_args(&self.data_dir.clone(), &listen, &args);
     }
 
     /// Kills the server with SIGKILL (a crash: no shutdown code runs) and reaps it.
