@@ -40,7 +40,7 @@
 
 use std::io::IoSlice;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
 use bytes::Bytes;
@@ -172,6 +172,9 @@ pub struct LogTablet {
     /// The offset the last writer-state snapshot written covers (every
     /// batch below it), or -1 before the first one.
     snapshot_offset: AtomicI64,
+    /// Truncations so far: a rewrite begun before one is refused, as the
+    /// segments it read may have been cut and written again.
+    truncations: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -264,6 +267,7 @@ impl LogTablet {
             rewriting: AtomicBool::new(false),
             rewritten_end: AtomicI64::new(rewritten_end),
             snapshot_offset: AtomicI64::new(-1),
+            truncations: AtomicU64::new(0),
             config,
         };
         // Recovery made everything up to the log end durable: record it so
@@ -974,6 +978,7 @@ impl LogTablet {
     pub fn truncate_to(&self, offset: i64) -> Result<i64> {
         let _m = lock(&self.maintenance);
         self.check_online()?;
+        self.truncations.fetch_add(1, Ordering::AcqRel);
         let mut w = lock(&self.writer);
         if offset >= w.log_end {
             return Ok(w.log_end);

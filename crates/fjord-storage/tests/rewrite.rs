@@ -384,6 +384,16 @@ fn refused_rewrites_leave_the_log_as_it_was() {
     assert!(refused(r.commit(end, 0).expect_err("changed")));
     let after = read_log(&t);
     assert!(before.ends_with(&after), "nothing but retention changed");
+    // The log was truncated meanwhile (even above the run).
+    let fs = SimFs::new();
+    let (t, log) = build_log(&fs, 80);
+    let segs = sealed(&t);
+    let (base, end) = (segs[0].base_offset, segs[1].end_offset);
+    let mut r = t.begin_rewrite(base).expect("begin");
+    r.append(&log[0].bytes).expect("append");
+    t.truncate_to(t.log_end_offset() - 1).expect("truncate");
+    assert!(refused(r.commit(end, 0).expect_err("truncated")));
+    assert_eq!(read_log(&t), log[..log.len() - 1]);
     assert!(
         dir_names(&fs)
             .iter()

@@ -181,6 +181,8 @@ pub struct SegmentRewrite<'t> {
     /// The sealed segments from `base_offset` on when the rewrite began:
     /// commit checks the run it replaces is still exactly these.
     planned: Vec<Arc<Segment>>,
+    /// The tablet's truncation count when the rewrite began.
+    truncations: u64,
     tmp_path: PathBuf,
     file: Arc<dyn FsFile>,
     len: u64,
@@ -217,6 +219,7 @@ impl LogTablet {
                 .read()
                 .unwrap_or_else(|e| e.into_inner())
                 .clone();
+            let truncations = self.truncations.load(Ordering::Acquire);
             let sealed = &segments[..segments.len() - 1];
             let Some(i) = sealed.iter().position(|s| s.base_offset == base_offset) else {
                 return Err(refused(
@@ -235,6 +238,7 @@ impl LogTablet {
                 tablet: self,
                 base_offset,
                 planned: sealed[i..].to_vec(),
+                truncations,
                 tmp_path,
                 file,
                 len: 0,
@@ -435,6 +439,9 @@ impl SegmentRewrite<'_> {
 
         let _m = lock(&tablet.maintenance);
         tablet.check_online()?;
+        if tablet.truncations.load(Ordering::Acquire) != self.truncations {
+            return Err(refused("the log was truncated meanwhile"));
+        }
         if tablet.snapshot_offset.load(Ordering::Acquire) < end_offset {
             // Batches of the run lose their writer ids: the writer state
             // recovery starts from must already cover them.
