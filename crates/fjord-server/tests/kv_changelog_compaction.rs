@@ -767,3 +767,67 @@ fn a_power_cut_at_any_sync_of_a_compaction_leaves_a_changelog_that_rebuilds_the_
         }
     }
 }
+
+/// The size of a compacted image (the module doc's figures:
+/// `cargo test -p fjord-server --test kv_changelog_compaction
+/// compacted_image_size -- --nocapture` prints them): a history of inserts
+/// shrinks (small batches become long runs), a history where each key was
+/// updated once grows (each survivor is a one-row batch between dropped
+/// `-U` rows), to a size bounded per live key.
+#[test]
+fn compacted_image_size_is_bounded_per_live_key_whatever_the_history() {
+    let encoder = Encoder::new();
+    let keys = 2_000;
+    let mut per_row = Vec::new();
+    for updates in [0, 1, 10] {
+        let bucket = Bucket::new(&props(&[]));
+        let (_engine, tablet) = bucket.open();
+        let mut model = BTreeMap::new();
+        let mut clock = 1_000;
+        for round in 0..=updates {
+            let batches: Vec<Vec<Op>> = (0..keys / 50)
+                .map(|b| {
+                    (0..50)
+                        .map(|i| Op::Upsert {
+                            k: b * 50 + i,
+                            v: i64::from(round),
+                            s: (round % 4) as u8,
+                        })
+                        .collect()
+                })
+                .collect();
+            write(&tablet, &encoder, &batches, &mut clock, &mut model);
+        }
+        // Writes to other keys seal the history.
+        let tail: Vec<Vec<Op>> = (0..400)
+            .map(|i| {
+                vec![Op::Upsert {
+                    k: 100_000 + i,
+                    v: 0,
+                    s: 0,
+                }]
+            })
+            .collect();
+        write(&tablet, &encoder, &tail, &mut clock, &mut model);
+        let r = compact_done(&tablet, &options(0), clock + 10);
+        eprintln!(
+            "{keys} keys, {updates} updates each: {} rows, {} bytes -> {} rows, {} bytes ({} bytes a kept row)",
+            r.rows_read,
+            r.bytes_before,
+            r.rows_kept,
+            r.bytes_after,
+            r.bytes_after / r.rows_kept
+        );
+        if updates == 0 {
+            assert!(r.bytes_after < r.bytes_before, "{r:?}");
+        }
+        per_row.push(r.bytes_after / r.rows_kept);
+    }
+    // Once every survivor stands alone, the image no longer depends on the
+    // history's length.
+    assert!(per_row[1] > 4 * per_row[0], "{per_row:?}");
+    assert!(
+        per_row[1].abs_diff(per_row[2]) * 10 < per_row[1],
+        "{per_row:?}"
+    );
+}

@@ -60,9 +60,15 @@
 //! Known cost of the format: Arrow batches cannot skip offsets, so every
 //! run of survivors is its own batch. Under the default full changelog
 //! image an updated key's `+U` follows its `-U`, so survivors of updates are
-//! runs of one row, each a whole batch (header and Arrow message, a few
-//! hundred bytes). The compacted image of a table is then about that size
-//! per live key, whatever the history was.
+//! runs of one row, each a whole batch (header and Arrow message: about 320
+//! bytes for a three-column row, against 10 to 30 bytes a row in large
+//! compressed batches). The compacted image of a table is then about that
+//! size per live key, whatever the history was: bounded by the table, not
+//! by its history, but larger than a short history. On 2,000 keys (three
+//! columns, ZSTD, batches of 50 writes; `cargo test -p fjord-server --test
+//! kv_changelog_compaction compacted_image_size -- --nocapture`): inserts
+//! only, 178 KB → 31 KB; every key updated once, 210 KB → 788 KB; ten
+//! times, 480 KB → 755 KB.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
