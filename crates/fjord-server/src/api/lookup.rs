@@ -77,12 +77,26 @@ pub async fn lookup(node: &Node, r: pb::LookupRequest) -> Result<pb::LookupRespo
         let read = async {
             let kv = kv_tablet(node, r.table_id, b.partition_id, b.bucket_id)?;
             let keys = b.keys;
-            let reader = Arc::clone(&kv);
-            let (values, keys) = blocking(move || {
-                let values = read_values(&reader, &keys)?;
-                Ok((values, keys))
-            })
-            .await?;
+            check_keys(&kv, &keys)?;
+            // Rows in memory are answered here; only store reads (which may
+            // wait for the disk) go to the blocking pool.
+            let (values, keys) = match kv.get_all_in_memory(&keys) {
+                Some(values) => (
+                    values
+                        .into_iter()
+                        .map(|values| pb::PbValue { values })
+                        .collect(),
+                    keys,
+                ),
+                None => {
+                    let reader = Arc::clone(&kv);
+                    blocking(move || {
+                        let values = read_values(&reader, &keys)?;
+                        Ok((values, keys))
+                    })
+                    .await?
+                }
+            };
             if !insert || values.iter().all(|v| v.values.is_some()) {
                 return Ok(values);
             }
@@ -225,8 +239,8 @@ fn bad_key(kv: &KvTablet, index: usize, what: &str, e: impl std::fmt::Display) -
     )
 }
 
-/// The stored value of each key, in order (unset for a missing key).
-fn read_values(kv: &KvTablet, keys: &[Bytes]) -> Result<Vec<pb::PbValue>, ApiError> {
+/// Checks each key is an encoded primary key of the table.
+fn check_keys(kv: &KvTablet, keys: &[Bytes]) -> Result<(), ApiError> {
     let table = kv.table();
     for (i, key) in keys.iter().enumerate() {
         table
@@ -234,6 +248,12 @@ fn read_values(kv: &KvTablet, keys: &[Bytes]) -> Result<Vec<pb::PbValue>, ApiErr
             .validate_key(key)
             .map_err(|e| bad_key(kv, i, "primary key", e))?;
     }
+    Ok(())
+}
+
+/// The stored value of each key, in order (unset for a missing key).
+fn read_values(kv: &KvTablet, keys: &[Bytes]) -> Result<Vec<pb::PbValue>, ApiError> {
+    check_keys(kv, keys)?;
     keys.iter()
         .map(|key| {
             Ok(pb::PbValue {
