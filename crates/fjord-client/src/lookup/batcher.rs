@@ -12,17 +12,21 @@
 //! with a retriable error goes back into its queue after a back-off (the
 //! writer's), counted against `client.lookup.max-retries`.
 //!
-//! Per key: one queue push and one answer sent; everything else is per
-//! request.
+//! Callers hand keys over through an [`Inbox`]: a locked list they push
+//! to, which wakes the batcher only when the push makes a request ready to
+//! leave (a full request's worth of keys wait, or no request is in
+//! flight): under load a key costs a push under an uncontended lock, not a
+//! wake-up of the batcher. Everything else is per request.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::Bytes;
 use fjord_proto::messages as pb;
 use fjord_proto::{ApiKey, ErrorCode};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{oneshot, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use super::config::{LookupConfig, REQUESTS_PER_SERVER_MAX};
@@ -59,19 +63,84 @@ pub(crate) struct Job {
     reply: Reply,
     /// Resends so far.
     attempts: u32,
+    /// Its place among `client.lookup.queue-size` keys, given back when the
+    /// job is answered (dropped).
+    _room: OwnedSemaphorePermit,
 }
 
-impl Job {
-    pub(crate) fn new(partition: Option<i64>, bucket: i32, key: Bytes, reply: Reply) -> Self {
+/// Where callers leave keys for the batcher; see the module doc.
+pub(crate) struct Inbox {
+    queue: Mutex<Vec<Job>>,
+    notify: Notify,
+    /// Requests in flight, all servers together (kept by the batcher).
+    inflight: AtomicUsize,
+    /// Keys that make a full request.
+    full: usize,
+    /// `client.lookup.queue-size` places for keys not yet answered.
+    room: Arc<Semaphore>,
+    /// Every lookuper handle is gone.
+    closed: AtomicBool,
+}
+
+impl Inbox {
+    pub(crate) fn new(config: &LookupConfig) -> Self {
         Self {
+            queue: Mutex::new(Vec::new()),
+            notify: Notify::new(),
+            inflight: AtomicUsize::new(0),
+            full: config.max_batch_size,
+            room: Arc::new(Semaphore::new(config.queue_size)),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// Hands one key to the batcher, after waiting for room among
+    /// `client.lookup.queue-size` keys; wakes the batcher when a request
+    /// is ready to leave.
+    pub(crate) async fn submit(
+        &self,
+        partition: Option<i64>,
+        bucket: i32,
+        key: Bytes,
+        reply: Reply,
+    ) -> Result<()> {
+        let room = Arc::clone(&self.room)
+            .acquire_owned()
+            .await
+            .map_err(|_| ClientError::WriterClosed("the lookuper's batcher stopped"))?;
+        let job = Job {
             partition,
             bucket,
             key,
             reply,
             attempts: 0,
+            _room: room,
+        };
+        let waiting = {
+            let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+            queue.push(job);
+            queue.len()
+        };
+        if waiting >= self.full || self.inflight.load(Ordering::Acquire) == 0 {
+            self.notify.notify_one();
         }
+        Ok(())
     }
 
+    /// The handles are gone: the batcher ends once every key is answered.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.notify.notify_one();
+    }
+
+    /// Takes every key left so far into `into` (emptied by the caller).
+    fn drain(&self, into: &mut Vec<Job>) {
+        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        std::mem::swap(&mut *queue, into);
+    }
+}
+
+impl Job {
     fn is_prefix(&self) -> bool {
         matches!(self.reply, Reply::Prefix(_))
     }
@@ -130,7 +199,9 @@ pub(crate) struct Batcher {
     client: FlussClient,
     table: Arc<TableInfo>,
     config: LookupConfig,
-    rx: mpsc::Receiver<Job>,
+    inbox: Arc<Inbox>,
+    /// The inbox's last contents, kept for its capacity.
+    arrived: Vec<Job>,
     servers: Vec<Server>,
     /// Per partition, the index in `servers` of each bucket's leader.
     routes: HashMap<Option<i64>, Vec<usize>>,
@@ -148,13 +219,14 @@ impl Batcher {
         client: FlussClient,
         table: TableInfo,
         config: LookupConfig,
-        rx: mpsc::Receiver<Job>,
+        inbox: Arc<Inbox>,
     ) -> Self {
         Self {
             client,
             table: Arc::new(table),
             config,
-            rx,
+            inbox,
+            arrived: Vec::new(),
             servers: Vec::new(),
             routes: HashMap::new(),
             unrouted: HashMap::new(),
@@ -167,28 +239,24 @@ impl Batcher {
 
     /// Runs until every lookuper handle is gone and every key is answered.
     pub(crate) async fn run(mut self) {
-        let mut open = true;
         loop {
+            self.take_arrived();
             self.dispatch();
-            if !open && self.is_idle() {
+            if self.inbox.closed.load(Ordering::Acquire) && self.is_idle() {
                 return;
             }
             let wake = self.delayed.iter().map(|(at, _)| *at).min();
             tokio::select! {
-                job = self.rx.recv(), if open => match job {
-                    Some(job) => {
-                        self.route(job);
-                        // Every key queued meanwhile joins the same round.
-                        while let Ok(job) = self.rx.try_recv() {
-                            self.route(job);
-                        }
+                _ = self.inbox.notify.notified() => {}
+                Some(done) = self.requests.join_next(), if !self.requests.is_empty() => {
+                    match done {
+                        Ok(answer) => self.on_answer(answer),
+                        Err(e) => tracing::error!(error = %e, "lookup request task failed"),
                     }
-                    None => open = false,
-                },
-                Some(done) = self.requests.join_next(), if !self.requests.is_empty() => match done {
-                    Ok(answer) => self.on_answer(answer),
-                    Err(e) => tracing::error!(error = %e, "lookup request task failed"),
-                },
+                    // The callers just answered run first and leave their
+                    // next keys, which then join the next request.
+                    tokio::task::yield_now().await;
+                }
                 Some(done) = self.refreshes.join_next(), if !self.refreshes.is_empty() => match done {
                     Ok((partition, route)) => self.on_refresh(partition, route),
                     Err(e) => tracing::error!(error = %e, "lookup route refresh task failed"),
@@ -196,6 +264,16 @@ impl Batcher {
                 _ = sleep_until(wake), if wake.is_some() => self.release_due(),
             }
         }
+    }
+
+    /// Routes every key callers left since the last look.
+    fn take_arrived(&mut self) {
+        let mut arrived = std::mem::take(&mut self.arrived);
+        self.inbox.drain(&mut arrived);
+        for job in arrived.drain(..) {
+            self.route(job);
+        }
+        self.arrived = arrived;
     }
 
     fn is_idle(&self) -> bool {
@@ -310,8 +388,14 @@ impl Batcher {
         }
     }
 
-    /// Sends every request a free slot allows, one server after another.
+    /// Sends every request a free slot allows, one server after another:
+    /// full requests (`client.lookup.max-batch-size` keys) while the
+    /// server has fewer than [`REQUESTS_PER_SERVER_MAX`] out, and a partial
+    /// one only when it has none out. So under load the keys of many
+    /// callers leave together (the server's cost is mostly per request),
+    /// and when load is light a key waits for no one.
     fn dispatch(&mut self) {
+        let full = self.config.max_batch_size;
         for server in 0..self.servers.len() {
             loop {
                 let s = &mut self.servers[server];
@@ -320,11 +404,14 @@ impl Batcher {
                 {
                     break;
                 }
-                let prefix = match (s.point.is_empty(), s.prefix.is_empty()) {
-                    (true, true) => break,
-                    (false, true) => false,
-                    (true, false) => true,
-                    (false, false) => s.prefix_next,
+                let ready = |queue: &VecDeque<Job>| {
+                    !queue.is_empty() && (queue.len() >= full || s.inflight == 0)
+                };
+                let prefix = match (ready(&s.point), ready(&s.prefix)) {
+                    (false, false) => break,
+                    (true, false) => false,
+                    (false, true) => true,
+                    (true, true) => s.prefix_next,
                 };
                 s.prefix_next = !prefix;
                 let queue = if prefix { &mut s.prefix } else { &mut s.point };
@@ -340,6 +427,7 @@ impl Batcher {
                 }
                 s.inflight += 1;
                 self.inflight += 1;
+                self.inbox.inflight.fetch_add(1, Ordering::AcqRel);
                 let connection = s.connection.clone();
                 self.send(
                     connection,
@@ -418,6 +506,7 @@ impl Batcher {
     fn on_answer(&mut self, answer: Answer) {
         let Answer { request, result } = answer;
         self.inflight -= 1;
+        self.inbox.inflight.fetch_sub(1, Ordering::AcqRel);
         self.servers[request.server].inflight -= 1;
         let api = if request.prefix {
             ApiKey::PrefixLookup

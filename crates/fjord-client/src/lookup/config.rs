@@ -20,22 +20,22 @@ pub const OPT_BATCH_TIMEOUT: &str = "client.lookup.batch-timeout";
 /// `client.request-timeout`.
 pub const OPT_REQUEST_TIMEOUT: &str = "client.request-timeout";
 
-/// Requests one lookuper keeps in flight to one server at once, at most:
-/// the pipeline depth. Keys that arrive while a server's requests are all
-/// out wait and leave together in its next request, so under load the
-/// requests carry many keys (fewer, larger requests cost the server less
-/// per key) while each key waits at most for one request ahead of it.
+/// Full requests one lookuper keeps in flight to one server at once, at
+/// most: the pipeline depth under load. A request that is not full leaves
+/// only when the server has none out, so keys that arrive while requests
+/// are out wait and leave together (fewer, larger requests cost the server
+/// less per key), and each key waits at most for one round trip.
 pub const REQUESTS_PER_SERVER_MAX: usize = 4;
 
 /// Lookuper options. Build with [`LookupConfig::default`] (Fluss's
 /// defaults) or [`LookupConfig::from_options`].
 ///
-/// Batching: a lookuper sends a server the keys waiting for it as soon as
-/// it has fewer than [`REQUESTS_PER_SERVER_MAX`] requests out to that
-/// server (and fewer than `max_inflight_requests` in all), up to
-/// `max_batch_size` keys per request. It never holds keys back for a
-/// batch to fill, so Fluss's `client.lookup.batch-timeout` has nothing to
-/// time and is accepted unused.
+/// Batching: a lookuper sends a server `max_batch_size` keys as soon as
+/// that many wait for it and it has fewer than [`REQUESTS_PER_SERVER_MAX`]
+/// requests out (and the lookuper fewer than `max_inflight_requests`),
+/// and whatever waits as soon as it has none out. It never holds keys
+/// back on a timer, so Fluss's `client.lookup.batch-timeout` has nothing
+/// to time and is accepted unused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LookupConfig {
     /// `client.lookup.queue-size` (25600): lookups waiting to be sent; a

@@ -28,7 +28,7 @@ pub mod config;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use crate::admin::{TableInfo, TablePath};
 use crate::bucket::fluss_bucket_of_key;
@@ -39,7 +39,7 @@ use crate::kv::keys::{physical_primary_key, KeyColumns, KeyPlan};
 use crate::kv::rows::{KvRow, KvRows, ValueDecoder};
 use crate::partition::{PartitionLookup, PartitionRouter};
 use crate::row::InternalRow;
-use batcher::{Batcher, Job, Reply};
+use batcher::{Batcher, Inbox, Reply};
 
 pub use config::LookupConfig;
 
@@ -57,7 +57,15 @@ struct Shared {
     key_columns: KeyColumns,
     partitions: Option<Arc<PartitionRouter>>,
     decoder: ValueDecoder,
-    jobs: mpsc::Sender<Job>,
+    inbox: Arc<Inbox>,
+}
+
+impl Drop for Shared {
+    /// The last handle is gone: the batcher ends once it has answered
+    /// every key.
+    fn drop(&mut self) {
+        self.inbox.close();
+    }
 }
 
 impl Lookuper {
@@ -80,8 +88,8 @@ impl Lookuper {
         } else {
             None
         };
-        let (jobs, rx) = mpsc::channel(config.queue_size);
-        let batcher = Batcher::new(client.clone(), table.clone(), config, rx);
+        let inbox = Arc::new(Inbox::new(&config));
+        let batcher = Batcher::new(client.clone(), table.clone(), config, Arc::clone(&inbox));
         tokio::spawn(batcher.run());
         Ok(Self {
             inner: Arc::new(Shared {
@@ -90,7 +98,7 @@ impl Lookuper {
                 key_columns,
                 partitions,
                 decoder,
-                jobs,
+                inbox,
             }),
         })
     }
@@ -126,12 +134,8 @@ impl Lookuper {
             return Ok(None);
         };
         let (tx, rx) = oneshot::channel();
-        let value = submit(
-            shared,
-            Job::new(partition, bucket, Bytes::from(key), Reply::Point(tx)),
-            rx,
-        )
-        .await?;
+        let reply = Reply::Point(tx);
+        let value = submit(shared, partition, bucket, Bytes::from(key), reply, rx).await?;
         value.map(|v| shared.decoder.row(v)).transpose()
     }
 
@@ -219,21 +223,24 @@ impl PrefixLookuper {
             return shared.decoder.rows(Vec::new());
         };
         let (tx, rx) = oneshot::channel();
-        let values = submit(
-            shared,
-            Job::new(partition, bucket, Bytes::from(key), Reply::Prefix(tx)),
-            rx,
-        )
-        .await?;
+        let reply = Reply::Prefix(tx);
+        let values = submit(shared, partition, bucket, Bytes::from(key), reply, rx).await?;
         shared.decoder.rows(values)
     }
 }
 
-/// Hands `job` to the batcher and waits for its answer.
-async fn submit<T>(shared: &Shared, job: Job, rx: oneshot::Receiver<Result<T>>) -> Result<T> {
-    let stopped = || ClientError::WriterClosed("the lookuper's batcher stopped");
-    shared.jobs.send(job).await.map_err(|_| stopped())?;
-    rx.await.map_err(|_| stopped())?
+/// Hands a key to the batcher and waits for its answer.
+async fn submit<T>(
+    shared: &Shared,
+    partition: Option<i64>,
+    bucket: i32,
+    key: Bytes,
+    reply: Reply,
+    rx: oneshot::Receiver<Result<T>>,
+) -> Result<T> {
+    shared.inbox.submit(partition, bucket, key, reply).await?;
+    rx.await
+        .map_err(|_| ClientError::WriterClosed("the lookuper's batcher stopped"))?
 }
 
 /// The partition of `full` (`Some(None)` for a table without partitions),

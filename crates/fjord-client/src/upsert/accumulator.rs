@@ -527,3 +527,271 @@ fn append_record(builder: &mut KvBatchBuilder, k: &[u8], v: Option<&[u8]>) -> Re
     };
     appended.map_err(|e| ClientError::Format(e.to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use fjord_format::kv::batch::KvBatch;
+    use fjord_format::schema::{Schema, TableDescriptor, TableDistribution};
+    use fjord_format::types::DataType;
+    use tokio::sync::mpsc::UnboundedReceiver;
+
+    use super::*;
+    use crate::admin::{TableInfo, TablePath};
+    use crate::row::Datum;
+    use fjord_format::row::RowFormat;
+
+    /// `id BIGINT NOT NULL, s STRING`, primary key `id`, `buckets` buckets.
+    fn table(buckets: i32) -> TableInfo {
+        let schema = Schema::builder()
+            .column("id", DataType::bigint().with_nullable(false))
+            .column("s", DataType::string())
+            .primary_key(["id"])
+            .build()
+            .unwrap();
+        let descriptor = TableDescriptor::new(
+            schema,
+            None,
+            Vec::new(),
+            Some(TableDistribution {
+                bucket_count: Some(buckets),
+                bucket_keys: Vec::new(),
+            }),
+            BTreeMap::new(),
+            BTreeMap::new(),
+        )
+        .unwrap();
+        TableInfo {
+            path: TablePath::new("db", "t"),
+            table_id: 1,
+            schema_id: 3,
+            descriptor,
+        }
+    }
+
+    fn accumulator(
+        buckets: i32,
+        batch_size_bytes: usize,
+        memory_bytes: usize,
+    ) -> (KvAccumulator, UnboundedReceiver<EncodedBatch>) {
+        let table = table(buckets);
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let acc = KvAccumulator::new(KvAccumulatorConfig {
+            keys: KeyPlan::new(&table).unwrap(),
+            values: ValueEncoder::new(table.descriptor.schema(), RowFormat::Compacted).unwrap(),
+            schema_id: 3,
+            batch_size_bytes,
+            batch_timeout: Duration::from_secs(3600),
+            sequences: Sequences::new(Some(77)),
+            tx,
+            ledger: Arc::new(Ledger::new(memory_bytes)),
+        });
+        (acc, rx)
+    }
+
+    /// A batch handed on: (bucket, sequence, its records as (key, has a row)).
+    type Sent = (i32, i32, Vec<(Vec<u8>, bool)>);
+
+    /// Every batch handed on so far.
+    fn sent(rx: &mut UnboundedReceiver<EncodedBatch>) -> Vec<Sent> {
+        let mut out = Vec::new();
+        while let Ok(batch) = rx.try_recv() {
+            let kv = KvBatch::validate(&batch.bytes).expect("a valid KV batch");
+            assert_eq!(kv.writer_id(), 77);
+            assert_eq!(kv.batch_sequence(), batch.sequence);
+            assert_eq!(kv.schema_id(), 3);
+            assert_eq!(kv.record_count(), batch.records);
+            let records = kv
+                .records()
+                .map(|r| (r.key.to_vec(), r.row.is_some()))
+                .collect();
+            out.push((batch.key.1, batch.sequence, records));
+        }
+        out
+    }
+
+    #[test]
+    fn records_fill_batches_up_to_the_size_in_order_with_a_sequence_per_bucket() {
+        let (mut acc, mut rx) = accumulator(3, 4 << 10, 1 << 20);
+        let text = "x".repeat(50);
+        for id in 0..1_000i64 {
+            let op = if id % 7 == 0 {
+                KvOp::Delete
+            } else {
+                KvOp::Upsert
+            };
+            let outcome = acc
+                .put(None, &[Datum::BigInt(id), Datum::String(&text)], op)
+                .unwrap();
+            assert!(matches!(outcome, PutOutcome::Buffered));
+        }
+        acc.seal_all().unwrap();
+        let batches = sent(&mut rx);
+        let mut next_sequence = [0; 3];
+        let mut records = 0;
+        for (bucket, sequence, batch) in &batches {
+            assert_eq!(
+                *sequence, next_sequence[*bucket as usize],
+                "bucket {bucket}"
+            );
+            next_sequence[*bucket as usize] += 1;
+            records += batch.len();
+        }
+        assert_eq!(records, 1_000);
+        assert!(
+            batches.len() >= 15,
+            "{} batches of at most 4 KiB",
+            batches.len()
+        );
+        assert_eq!(acc.sealed_count(), batches.len() as u64);
+        // In each bucket, the records in write order: keys rise.
+        let mut keys = PlanKeys::default();
+        for id in 0..1_000i64 {
+            keys.expect(&mut acc, id);
+        }
+        for (bucket, _, batch) in &batches {
+            for (key, has_row) in batch {
+                let id = keys.id_of(key);
+                assert_eq!(*has_row, id % 7 != 0, "id {id}: a delete has no row");
+                assert_eq!(keys.bucket(id), *bucket, "id {id}");
+                keys.check_order(*bucket, id);
+            }
+        }
+    }
+
+    /// The key and bucket of ids as the accumulator's plan computes them,
+    /// and the last id seen per bucket.
+    #[derive(Default)]
+    struct PlanKeys {
+        by_key: std::collections::HashMap<Vec<u8>, (i64, i32)>,
+        last: std::collections::HashMap<i32, i64>,
+    }
+
+    impl PlanKeys {
+        fn expect(&mut self, acc: &mut KvAccumulator, id: i64) {
+            let (key, bucket) = acc
+                .records
+                .keys
+                .key_and_bucket(&[Datum::BigInt(id), Datum::Null])
+                .unwrap();
+            self.by_key.insert(key.to_vec(), (id, bucket));
+        }
+
+        fn id_of(&self, key: &[u8]) -> i64 {
+            self.by_key[key].0
+        }
+
+        fn bucket(&self, id: i64) -> i32 {
+            self.by_key.values().find(|(i, _)| *i == id).unwrap().1
+        }
+
+        fn check_order(&mut self, bucket: i32, id: i64) {
+            if let Some(last) = self.last.insert(bucket, id) {
+                assert!(last < id, "bucket {bucket}: {id} after {last}");
+            }
+        }
+    }
+
+    #[test]
+    fn no_batch_passes_the_batch_size_unless_one_record_does() {
+        let (mut acc, mut rx) = accumulator(1, 1 << 10, 1 << 20);
+        for (id, len) in [(1i64, 10usize), (2, 400), (3, 400), (4, 3_000), (5, 10)] {
+            let text = "y".repeat(len);
+            acc.put(
+                None,
+                &[Datum::BigInt(id), Datum::String(&text)],
+                KvOp::Upsert,
+            )
+            .unwrap();
+        }
+        acc.seal_all().unwrap();
+        let mut sizes = Vec::new();
+        while let Ok(batch) = rx.try_recv() {
+            sizes.push((batch.records, batch.bytes.len()));
+        }
+        // 1, 2 and 3 fill a batch (sealed at once: another record like 3
+        // would not fit); 4 is alone and larger than the batch size; 5
+        // opens the last.
+        assert_eq!(
+            sizes.iter().map(|s| s.0).collect::<Vec<_>>(),
+            [3, 1, 1],
+            "{sizes:?}"
+        );
+        assert!(
+            sizes
+                .iter()
+                .all(|(records, bytes)| *records == 1 || *bytes <= 1 << 10),
+            "{sizes:?}"
+        );
+    }
+
+    #[test]
+    fn a_record_larger_than_buffer_memory_is_refused_and_nothing_is_written() {
+        let (mut acc, mut rx) = accumulator(1, 1 << 10, 16 << 10);
+        let huge = "z".repeat(20 << 10);
+        let e = acc
+            .put(
+                None,
+                &[Datum::BigInt(1), Datum::String(&huge)],
+                KvOp::Upsert,
+            )
+            .err()
+            .expect("refused");
+        assert!(e.to_string().contains("memory-size"), "{e}");
+        acc.seal_all().unwrap();
+        assert!(rx.try_recv().is_err(), "nothing was handed on");
+        assert_eq!(acc.batches.ledger.pool.used_bytes(), 0);
+    }
+
+    #[test]
+    fn an_exhausted_pool_reports_a_deficit_and_the_writer_settles_it() {
+        // 16 KiB of memory, 4 KiB batches: reservations run out after a few.
+        let (mut acc, mut rx) = accumulator(1, 4 << 10, 16 << 10);
+        let text = "w".repeat(100);
+        let mut deficit = None;
+        for id in 0..1_000i64 {
+            match acc
+                .put(
+                    None,
+                    &[Datum::BigInt(id), Datum::String(&text)],
+                    KvOp::Upsert,
+                )
+                .unwrap()
+            {
+                PutOutcome::Buffered => {}
+                PutOutcome::Deficit { key, need_bytes } => {
+                    deficit = Some((id, key, need_bytes));
+                    break;
+                }
+            }
+        }
+        let (id, key, need) = deficit.expect("the pool ran out");
+        let ledger = Arc::clone(&acc.batches.ledger);
+        assert!(ledger.pool.used_bytes() <= ledger.pool.total_bytes());
+        // Acknowledging what was handed on frees the memory the deficit needs.
+        for batch in std::iter::from_fn(|| rx.try_recv().ok()) {
+            ledger.complete(
+                Ok(crate::writer::BatchAck {
+                    partition_id: None,
+                    bucket: 0,
+                    base_offset: -1,
+                    records: batch.records,
+                    log_end_offset: None,
+                }),
+                None,
+                batch.reserved_bytes,
+            );
+        }
+        assert!(
+            ledger.pool.try_reserve(need),
+            "memory came back for record {id}"
+        );
+        acc.settle(key, need).unwrap();
+        acc.seal_all().unwrap();
+        let sealed: usize = std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|b| b.records as usize)
+            .sum();
+        assert!(sealed > 0);
+    }
+}
