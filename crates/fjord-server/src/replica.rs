@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use fjord_format::log_batch::LogBatchError;
 use fjord_storage::kv::{KvEngine, KvEngineOptions};
 use fjord_storage::{AppendInfo, LogConfig, LogManager, LogTablet, OsFs, ReadResult, StorageError};
 use tokio::sync::Notify;
@@ -72,6 +73,18 @@ pub fn now_ms() -> i64 {
 /// The Fluss error code and message for a storage failure.
 pub fn storage_error(bucket: TableBucket, e: StorageError) -> ApiError {
     let code = match &e {
+        // As Fluss: a whole batch whose checksum or header fails validation
+        // is a corrupt *record* (`CorruptRecordException`, 14, from
+        // `LogRecordBatch.ensureValid`); bytes that do not even frame a
+        // batch are a corrupt *message* (3).
+        StorageError::CorruptBatch {
+            source:
+                LogBatchError::CrcMismatch { .. }
+                | LogBatchError::ShorterThanHeader { .. }
+                | LogBatchError::NegativeCount { .. }
+                | LogBatchError::BadStatisticsLength { .. },
+            ..
+        } => ErrorCode::CorruptRecordException,
         StorageError::CorruptBatch { .. } | StorageError::EmptyAppend { .. } => {
             ErrorCode::CorruptMessage
         }

@@ -34,6 +34,35 @@ pub mod partitions;
 
 pub use partitions::PartitionInfo;
 
+/// Every table option (`table.*`) of Fluss 0.9.1's `ConfigOptions`: the keys
+/// a table's `properties` may hold (`FlussConfigUtils.TABLE_OPTIONS`).
+const FLUSS_TABLE_OPTIONS: [&str; 24] = [
+    "table.auto-increment.cache-size",
+    "table.auto-partition.enabled",
+    "table.auto-partition.key",
+    "table.auto-partition.num-precreate",
+    "table.auto-partition.num-retention",
+    "table.auto-partition.time-unit",
+    "table.auto-partition.time-zone",
+    "table.changelog.image",
+    "table.datalake.auto-compaction",
+    "table.datalake.auto-expire-snapshot",
+    "table.datalake.enabled",
+    "table.datalake.format",
+    "table.datalake.freshness",
+    "table.delete.behavior",
+    "table.kv.format",
+    "table.kv.format-version",
+    "table.log.arrow.compression.type",
+    "table.log.arrow.compression.zstd.level",
+    "table.log.format",
+    "table.log.tiered.local-segments",
+    "table.log.ttl",
+    "table.merge-engine",
+    "table.merge-engine.versioned.ver-column",
+    "table.replication.factor",
+];
+
 /// Data types a partition key column may have. Partition names are the
 /// key values as text, so Fjord takes Fluss's classic rule: string columns
 /// only (the native writer then routes a row by its string, no formatting).
@@ -660,6 +689,25 @@ impl Catalog {
             .ok_or_else(|| invalid("properties must be an object".to_owned()))?;
         if props.values().any(|v| !v.is_string()) {
             return Err(invalid("property values must be strings".to_owned()));
+        }
+        // As Fluss's `TableDescriptorValidation`: `properties` hold only the
+        // table options the server knows; anything else belongs in
+        // `custom_properties`. Accepting an unknown key would let a typo
+        // (or an option of a newer Fluss) pass silently.
+        if let Some(key) = props
+            .keys()
+            .find(|k| !FLUSS_TABLE_OPTIONS.contains(&k.as_str()))
+        {
+            let message = if key.starts_with("table.") {
+                format!(
+                    "'{key}' is not a recognized Fluss table property in the current cluster version. You may be using an older Fluss cluster that does not support this property."
+                )
+            } else {
+                format!(
+                    "'{key}' is not a Fluss table property. Please use '.customProperty(..)' to set custom properties."
+                )
+            };
+            return Err(ApiError::new(ErrorCode::InvalidConfigException, message));
         }
         if let Some(format) = props.get("table.log.format").and_then(Value::as_str) {
             if !format.eq_ignore_ascii_case("ARROW") {
