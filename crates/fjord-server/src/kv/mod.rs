@@ -6,6 +6,7 @@
 
 pub mod changelog_compaction;
 pub mod columns;
+pub mod key;
 pub mod merge;
 pub mod scanners;
 pub mod table;

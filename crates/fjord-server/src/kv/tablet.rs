@@ -55,6 +55,7 @@ use fjord_storage::LogTablet;
 use tracing::{info, warn};
 
 use super::columns::{read_row, ColumnsBuilder};
+use super::key::KvKey;
 use super::merge::{AggMode, MergeError, MergeOutcome, RowMerger, RowSink};
 use super::table::KvTable;
 use crate::error::{ApiError, ErrorCode};
@@ -123,7 +124,7 @@ struct Slot {
 struct PendingBatch {
     /// The changelog offset after this batch's changelog batch.
     end: i64,
-    changes: Vec<(Bytes, Option<Bytes>)>,
+    changes: Vec<(KvKey, Option<Bytes>)>,
     row_delta: i64,
     bytes: usize,
 }
@@ -153,9 +154,9 @@ struct WriteState {
     /// The value of a merged row being written (`schemaId ‖ row`).
     merged: Vec<u8>,
     /// Staged changes of the batch being put.
-    staged: Vec<(Bytes, Option<Bytes>)>,
+    staged: Vec<(KvKey, Option<Bytes>)>,
     /// Buffer slots the batch being put replaced, to restore on failure.
-    undo: Vec<(Bytes, Option<Slot>)>,
+    undo: Vec<(KvKey, Option<Slot>)>,
     /// Reused datum vectors (see [`recycle`]).
     old_datums: Vec<Datum<'static>>,
     new_datums: Vec<Datum<'static>>,
@@ -281,7 +282,7 @@ type Run = KeyMap<Option<Bytes>>;
 /// A map by encoded key. foldhash: several times cheaper than the default
 /// SipHash on short keys, which every record pays three or four times;
 /// seeded per map, so clients cannot aim collisions.
-type KeyMap<V> = HashMap<Bytes, V, foldhash::fast::RandomState>;
+type KeyMap<V> = HashMap<KvKey, V, foldhash::fast::RandomState>;
 
 /// The server-wide budget of rows the KV tablets keep in memory besides
 /// their stores (`kv.row-cache-size`), shared by every tablet.
@@ -382,7 +383,7 @@ impl Committed {
                 Some(v) => {
                     grown += v.len();
                     self.clean
-                        .insert(Bytes::copy_from_slice(key), Bytes::copy_from_slice(v))
+                        .insert(KvKey::copy_from_slice(key), Bytes::copy_from_slice(v))
                 }
                 None => self.clean.remove(&key[..]),
             };
@@ -415,7 +416,7 @@ impl Committed {
         }
     }
 
-    fn insert(&mut self, key: Bytes, value: Option<Bytes>) {
+    fn insert(&mut self, key: KvKey, value: Option<Bytes>) {
         let key_len = key.len();
         let new_len = value.as_ref().map_or(0, Bytes::len);
         match self.active.insert(key, value) {
@@ -556,7 +557,7 @@ impl KvTablet {
                 bytes += size;
                 committed
                     .clean
-                    .insert(Bytes::copy_from_slice(key), Bytes::copy_from_slice(value));
+                    .insert(KvKey::copy_from_slice(key), Bytes::copy_from_slice(value));
                 true
             })
             .map_err(|e| storage_error(self.bucket, e))?;
@@ -614,7 +615,7 @@ impl KvTablet {
         // The committed changes under the prefix, in key order, then merged
         // with the store's rows: a large committed layer is written to the
         // store first, a small one is scanned.
-        let overlay: Vec<(Bytes, Option<Bytes>)> = {
+        let overlay: Vec<(KvKey, Option<Bytes>)> = {
             let mut store_state = lock(&self.flush);
             if read(&self.committed).active_bytes > ORDERED_READ_SCAN_BYTES_MAX {
                 self.spill_locked(&mut store_state)?;
@@ -622,7 +623,7 @@ impl KvTablet {
             let committed = read(&self.committed);
             // A frozen run (left by a failed write) under the active one:
             // the active change of a key wins.
-            let mut overlay: Vec<(Bytes, Option<Bytes>)> = committed
+            let mut overlay: Vec<(KvKey, Option<Bytes>)> = committed
                 .active
                 .iter()
                 .chain(committed.frozen.iter().flat_map(|(f, _)| f.iter()))
@@ -1045,8 +1046,7 @@ impl KvTablet {
             let Some(puts) = result? else {
                 continue;
             };
-            arena.extend_from_slice(record.key);
-            let key = arena.split().freeze();
+            let key = KvKey::new(record.key, arena);
             let value = if puts {
                 if passes_through {
                     arena.extend_from_slice(&table.schema_id.to_le_bytes());
@@ -1152,7 +1152,7 @@ impl KvTablet {
                 }
             }
         };
-        let mut sorted: Vec<(&Bytes, &Option<Bytes>)> = run.iter().collect();
+        let mut sorted: Vec<(&KvKey, &Option<Bytes>)> = run.iter().collect();
         sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
         self.store
             .ingest(
@@ -1255,7 +1255,7 @@ impl KvTablet {
                             None => self.store.get(&key).map_err(storage)?.is_some(),
                         };
                         state.row_count += i64::from(new_value.is_some()) - i64::from(existed);
-                        write(&self.committed).insert(Bytes::copy_from_slice(&key), new_value);
+                        write(&self.committed).insert(KvKey::copy_from_slice(&key), new_value);
                     }
                 }
                 state.offset = next;
@@ -1300,7 +1300,7 @@ impl std::ops::Deref for OldValue {
 
 /// Records `key → value` as the batch's latest change of the key, keeping
 /// what it replaced for [`undo`].
-fn stage(st: &mut WriteState, key: Bytes, value: Option<Bytes>) {
+fn stage(st: &mut WriteState, key: KvKey, value: Option<Bytes>) {
     let slot = Slot {
         value: value.clone(),
         end: STAGED,
