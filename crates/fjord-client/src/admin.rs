@@ -191,6 +191,30 @@ impl Admin {
         Ok(())
     }
 
+    /// The names of all databases.
+    pub async fn list_databases(&self) -> Result<Vec<String>> {
+        let request = pb::ListDatabasesRequest {
+            include_summary: None,
+        };
+        let response: pb::ListDatabasesResponse = self
+            .connection
+            .request(ApiKey::ListDatabases, &request)
+            .await?;
+        Ok(response.database_name)
+    }
+
+    /// The names of the tables of database `database`.
+    pub async fn list_tables(&self, database: &str) -> Result<Vec<String>> {
+        let request = pb::ListTablesRequest {
+            database_name: database.to_owned(),
+        };
+        let response: pb::ListTablesResponse = self
+            .connection
+            .request(ApiKey::ListTables, &request)
+            .await?;
+        Ok(response.table_name)
+    }
+
     /// Creates a table; with `ignore_if_exists` an existing one is fine.
     pub async fn create_table(
         &self,

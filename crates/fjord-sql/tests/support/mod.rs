@@ -1,0 +1,121 @@
+//! An in-process Fjord server on an ephemeral loopback port and an engine
+//! over it, for the SQL tests; helpers to run statements and read results.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use fjord_client::FlussClient;
+use fjord_server::{Options, Server, ServerConfig};
+use fjord_sql::{EngineOptions, SqlEngine, SqlError, SqlSession};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// A running server with its data dir.
+pub struct TestServer {
+    pub addr: String,
+    pub node: Arc<fjord_server::node::Node>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestServer {
+    pub async fn start() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut options = Options::default();
+        // Durability is not under test here.
+        options.set("log.flush.interval-ms=1000").expect("option");
+        let config = ServerConfig::from_options(dir.path().to_owned(), options).expect("config");
+        let server = Server::bind(config, "127.0.0.1:0")
+            .await
+            .expect("server starts");
+        let addr = server.local_addr().to_string();
+        let node = server.node();
+        let (tx, rx) = oneshot::channel();
+        let task = tokio::spawn(server.run(async {
+            let _ = rx.await;
+        }));
+        Self {
+            addr,
+            node,
+            stop: Some(tx),
+            task: Some(task),
+            _dir: dir,
+        }
+    }
+
+    pub async fn client(&self) -> FlussClient {
+        FlussClient::connect(std::slice::from_ref(&self.addr))
+            .await
+            .expect("client connects")
+    }
+
+    pub async fn engine(&self) -> Arc<SqlEngine> {
+        self.engine_with(EngineOptions::default()).await
+    }
+
+    pub async fn engine_with(&self, options: EngineOptions) -> Arc<SqlEngine> {
+        SqlEngine::new(self.client().await, options)
+            .await
+            .expect("engine")
+    }
+
+    /// Bytes of record batches the server has served by FetchLog.
+    pub fn fetched_bytes(&self) -> u64 {
+        self.node
+            .metrics
+            .bytes_out
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+/// Runs `sql` and collects its rows.
+pub async fn query(session: &mut SqlSession, sql: &str) -> Vec<RecordBatch> {
+    session
+        .execute(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+/// Runs `sql`, expecting an error.
+pub async fn query_err(session: &mut SqlSession, sql: &str) -> SqlError {
+    match session.execute(sql).await {
+        Err(e) => e,
+        Ok(output) => match output.collect().await {
+            Err(e) => e,
+            Ok(rows) => panic!("{sql}: expected an error, got {}", pretty(&rows)),
+        },
+    }
+}
+
+/// Batches as the pretty table DataFusion prints.
+pub fn pretty(batches: &[RecordBatch]) -> String {
+    pretty_format_batches(batches).expect("formats").to_string()
+}
+
+/// Checks a query's rows against the expected pretty table (lines trimmed).
+pub async fn check(session: &mut SqlSession, sql: &str, expected: &str) {
+    let got = pretty(&query(session, sql).await);
+    let norm = |s: &str| -> Vec<String> {
+        s.lines()
+            .map(|l| l.trim().to_owned())
+            .filter(|l| !l.is_empty())
+            .collect()
+    };
+    assert_eq!(norm(&got), norm(expected), "{sql}\n{got}");
+}
