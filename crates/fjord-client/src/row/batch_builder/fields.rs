@@ -38,26 +38,21 @@ use crate::row::{Datum, Timestamp};
 /// when exactly one value per column was written and none was refused, and
 /// otherwise every column (or the row's bytes) is rolled back.
 pub struct FieldWriter<'a> {
-    target: Target<'a>,
+    /// The batch's Arrow columns; empty when a primary-key row is written.
+    columns: &'a mut [Column],
+    /// The row's index in the batch (the rows before it are in the columns).
+    row: usize,
     /// Fields written so far, including refused ones and ones past the last
     /// column: the position of the next field.
     next: usize,
-    /// Bytes added to STRING/BYTES data buffers by this row (Arrow columns).
+    /// Bytes added to STRING/BYTES data buffers by this row.
     var_bytes: usize,
     /// The first refused field and why.
     refused: Option<(usize, Refusal)>,
-}
-
-/// What a [`FieldWriter`] writes into.
-enum Target<'a> {
-    /// A batch's Arrow columns, at row `row` (the rows before it are in the
-    /// columns).
-    Columns {
-        columns: &'a mut [Column],
-        row: usize,
-    },
-    /// One primary-key row.
-    Row(RowTarget<'a>),
+    /// The primary-key row written instead of columns, if any. Reached
+    /// only where a field finds no column (`beyond_columns`), so the Arrow
+    /// path pays no branch for it: the bounds check it had decides.
+    kv: Option<RowTarget<'a>>,
 }
 
 /// One primary-key row being written, in either `table.kv.format`.
@@ -74,7 +69,7 @@ pub(in crate::row) enum RowTarget<'a> {
 impl RowTarget<'_> {
     /// Writes `datum` as field `pos`; a field past the row's arity is only
     /// counted (the caller refuses the row for its field count).
-    #[inline(always)]
+    #[inline]
     fn write(&mut self, pos: usize, datum: &Datum<'_>) -> Result<(), Refusal> {
         let written = match self {
             RowTarget::Compacted { writer, fields } => match fields.get(pos) {
@@ -117,10 +112,12 @@ impl<'a> FieldWriter<'a> {
     #[inline(always)]
     pub(super) fn new(columns: &'a mut [Column], row: usize) -> Self {
         Self {
-            target: Target::Columns { columns, row },
+            columns,
+            row,
             next: 0,
             var_bytes: 0,
             refused: None,
+            kv: None,
         }
     }
 
@@ -128,10 +125,12 @@ impl<'a> FieldWriter<'a> {
     #[inline(always)]
     pub(in crate::row) fn for_row(row: RowTarget<'a>) -> Self {
         Self {
-            target: Target::Row(row),
+            columns: &mut [],
+            row: 0,
             next: 0,
             var_bytes: 0,
             refused: None,
+            kv: Some(row),
         }
     }
 
@@ -158,27 +157,31 @@ impl<'a> FieldWriter<'a> {
     pub fn datum_ref(&mut self, datum: &Datum<'_>) {
         let pos = self.next;
         self.next += 1;
-        match &mut self.target {
-            Target::Columns { columns, row } => {
-                // A field past the last column is counted, not written: the
-                // builder refuses the row for its field count.
-                let Some(column) = columns.get_mut(pos) else {
-                    return;
-                };
-                if let Err(refusal) = column.append(datum, *row, &mut self.var_bytes) {
-                    self.refused = first_refusal(self.refused.take(), pos, refusal);
-                }
-            }
-            Target::Row(row) => {
-                // A row's fields follow one another in its bytes: after a
-                // refusal nothing more is written (the row is dropped).
-                if self.refused.is_some() {
-                    return;
-                }
-                if let Err(refusal) = row.write(pos, datum) {
-                    self.refused = first_refusal(None, pos, refusal);
-                }
-            }
+        let Some(column) = self.columns.get_mut(pos) else {
+            return self.beyond_columns(pos, datum);
+        };
+        if let Err(refusal) = column.append(datum, self.row, &mut self.var_bytes) {
+            self.refused = first_refusal(self.refused.take(), pos, refusal);
+        }
+    }
+
+    /// A field that finds no column: the field of a primary-key row (the
+    /// writer has no columns then), or one past the table's last column,
+    /// which is counted, not written (the builder refuses the row for its
+    /// field count). Out of line, so the Arrow path's code stays as small
+    /// as it was.
+    #[inline(never)]
+    fn beyond_columns(&mut self, pos: usize, datum: &Datum<'_>) {
+        let Some(row) = self.kv.as_mut() else {
+            return;
+        };
+        // A row's fields follow one another in its bytes: after a refusal
+        // nothing more is written (the row is dropped).
+        if self.refused.is_some() {
+            return;
+        }
+        if let Err(refusal) = row.write(pos, datum) {
+            self.refused = first_refusal(None, pos, refusal);
         }
     }
 
