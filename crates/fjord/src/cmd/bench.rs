@@ -5,6 +5,9 @@
 //! - `scan`: the same table read back through the native log scanner.
 //! - `compress-floor`: the cost of compressing the workload's Arrow buffers
 //!   alone, the floor the writer is compared to.
+//! - `upsert`, `lookup`: the primary-key workload through the native upsert
+//!   writer and lookuper (`kv`), with the server's CPU per record; the
+//!   fluss-rs side is `examples/fluss_rs_kv_bench.rs`.
 //!
 //! Without `--bootstrap` a `fjord server` child process is started on a
 //! temporary data dir, so the server's CPU is never counted as the client's.
@@ -12,6 +15,7 @@
 //! `scripts/bench-client.sh` alternates all three.
 
 mod floor;
+mod kv;
 mod report;
 mod scan;
 mod server;
@@ -39,6 +43,67 @@ enum BenchCommand {
     Scan(ScanArgs),
     /// Compress the workload's Arrow buffers alone (no client, no server).
     CompressFloor(FloorArgs),
+    /// Upsert the primary-key workload through the native upsert writer.
+    Upsert(UpsertArgs),
+    /// Write the primary-key workload (untimed), then look its keys up.
+    Lookup(LookupArgs),
+}
+
+/// The primary-key workload (`kv`), the same as
+/// `examples/fluss_rs_kv_bench.rs`'s.
+#[derive(clap::Args)]
+struct KvWorkloadArgs {
+    /// Distinct keys written (and the key space of the lookups).
+    #[arg(long, default_value_t = 1_600_000)]
+    keys: u32,
+    /// Share of all writes that update a key written before, in [0, 1).
+    #[arg(long, default_value_t = 0.2)]
+    update_fraction: f64,
+    /// Buckets of the table.
+    #[arg(long, default_value_t = 4)]
+    buckets: i32,
+    /// The changelog's Arrow compression (`table.log.arrow.compression.type`).
+    #[arg(long, value_enum, default_value_t = Compression::None)]
+    compression: Compression,
+    /// Seed of the workload.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// What the writer is handed.
+    #[arg(long, value_enum, default_value_t = kv::KvInput::Rows)]
+    input: kv::KvInput,
+    /// A writer option over the bench's (1 MiB batches) and Fluss's
+    /// defaults, `client.writer.KEY=VALUE`; repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// With `--bootstrap`: the server's pid, for its CPU per record.
+    #[arg(long)]
+    server_pid: Option<u32>,
+}
+
+#[derive(clap::Args)]
+struct UpsertArgs {
+    #[command(flatten)]
+    workload: KvWorkloadArgs,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+#[derive(clap::Args)]
+struct LookupArgs {
+    #[command(flatten)]
+    workload: KvWorkloadArgs,
+    #[command(flatten)]
+    server: ServerArgs,
+    /// Lookups to time (default: as many as --keys).
+    #[arg(long)]
+    lookups: Option<usize>,
+    /// Lookups outstanding at once.
+    #[arg(long, default_value_t = 256)]
+    in_flight: usize,
+    /// A lookuper option over Fluss's defaults, `client.lookup.KEY=VALUE`;
+    /// repeatable.
+    #[arg(long = "lookup-set", value_name = "KEY=VALUE")]
+    lookup_set: Vec<String>,
 }
 
 /// The workload, shared by every bench subcommand.
@@ -110,9 +175,91 @@ struct FloorArgs {
     workload: WorkloadArgs,
 }
 
+/// `KEY=VALUE` options.
+fn key_values(set: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    set.iter()
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) => Ok((k.trim().to_owned(), v.trim().to_owned())),
+            None => Err(anyhow::anyhow!("--set {kv:?}: expected KEY=VALUE")),
+        })
+        .collect()
+}
+
+/// The run of the primary-key workload against `bootstrap` (`child`: the
+/// server started for it).
+fn kv_run(
+    workload: &KvWorkloadArgs,
+    server: &ServerArgs,
+    bootstrap: String,
+    child_pid: Option<u32>,
+) -> anyhow::Result<kv::KvRun> {
+    if workload.keys == 0 || !(0.0..1.0).contains(&workload.update_fraction) {
+        bail!("--keys must be positive and --update-fraction in [0, 1)");
+    }
+    if workload.buckets <= 0 {
+        bail!("--buckets must be positive");
+    }
+    Ok(kv::KvRun {
+        bootstrap,
+        server_pid: workload.server_pid.or(child_pid),
+        keys: workload.keys,
+        update_fraction: workload.update_fraction,
+        buckets: workload.buckets,
+        compression: workload.compression,
+        seed: workload.seed,
+        writer_options: key_values(&workload.set)?,
+        input: workload.input,
+        keep_table: server.keep_table,
+    })
+}
+
+/// Runs a primary-key bench against `--bootstrap` or a child server, and
+/// prints its JSON line.
+fn run_kv<F, Fut>(workload: &KvWorkloadArgs, server: &ServerArgs, bench: F) -> anyhow::Result<()>
+where
+    F: FnOnce(kv::KvRun) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<String>>,
+{
+    let child = match &server.bootstrap {
+        Some(_) => None,
+        None => Some(server::ChildServer::start()?),
+    };
+    let bootstrap = match (&server.bootstrap, &child) {
+        (Some(addr), _) => addr.clone(),
+        (None, Some(child)) => child.addr().to_owned(),
+        (None, None) => unreachable!("a child server is started without --bootstrap"),
+    };
+    let run = kv_run(workload, server, bootstrap, child.as_ref().map(|c| c.pid()))?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let line = runtime.block_on(bench(run))?;
+    println!("{line}");
+    Ok(())
+}
+
 /// Runs `fjord bench`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let report = match args.command {
+        BenchCommand::Upsert(a) => {
+            return run_kv(&a.workload, &a.server, |run| async move {
+                kv::upsert(&run).await
+            })
+        }
+        BenchCommand::Lookup(a) => {
+            let config = fjord_client::LookupConfig::from_options(
+                key_values(&a.lookup_set)?
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect::<Vec<_>>(),
+            )?;
+            if a.in_flight == 0 {
+                bail!("--in-flight must be positive");
+            }
+            let lookups = a.lookups.unwrap_or(a.workload.keys as usize);
+            let in_flight = a.in_flight;
+            return run_kv(&a.workload, &a.server, |run| async move {
+                kv::lookup(&run, lookups, in_flight, config).await
+            });
+        }
         BenchCommand::CompressFloor(a) => {
             check_workload(&a.workload)?;
             floor::run(

@@ -89,6 +89,11 @@ impl ChildServer {
     pub fn addr(&self) -> &str {
         &self.addr
     }
+
+    /// The server process's id (its CPU is read from `/proc/PID/stat`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 impl Drop for ChildServer {

@@ -115,7 +115,7 @@ impl Compression {
     }
 
     /// The value of `table.log.arrow.compression.type`.
-    fn fluss_name(self) -> &'static str {
+    pub(super) fn fluss_name(self) -> &'static str {
         match self {
             Compression::Zstd => "ZSTD",
             Compression::Lz4 => "LZ4_FRAME",
