@@ -258,6 +258,41 @@ impl Schema {
         }
     }
 
+    /// This schema with one column appended, as Fluss's ALTER TABLE ADD
+    /// COLUMN builds it (`Schema.newBuilder().fromSchema(s).column(..)`):
+    /// the column gets id `highest_field_id + 1`, its nested fields the
+    /// ids after that (depth-first), and the highest field id moves past
+    /// them; every existing column keeps its id. The caller checks what
+    /// ALTER TABLE allows (a new name, a nullable type); this only refuses
+    /// what no schema may hold (a duplicate name, ids past `i32::MAX`).
+    pub fn with_column(
+        &self,
+        name: impl Into<String>,
+        data_type: DataType,
+        comment: Option<String>,
+    ) -> Result<Schema, SchemaError> {
+        let mut nested = 0i32;
+        data_type.for_each_nested_field(&mut |_| nested = nested.saturating_add(1));
+        let id = self
+            .highest_field_id
+            .checked_add(1)
+            .filter(|id| id.checked_add(nested).is_some())
+            .ok_or_else(|| SchemaError::InvalidSchema("no field id is left".into()))?;
+        let mut highest = id;
+        let mut data_type = data_type;
+        reassign_nested_ids(&mut data_type, &mut highest);
+        let mut column = Column::new(name, data_type).with_id(id);
+        column.comment = comment;
+        let mut columns = self.columns.clone();
+        columns.push(column);
+        Schema::new(
+            columns,
+            self.primary_key.clone(),
+            self.auto_increment_columns.clone(),
+            Some(highest),
+        )
+    }
+
     /// The columns, in table order.
     pub fn columns(&self) -> &[Column] {
         &self.columns
@@ -622,6 +657,55 @@ mod tests {
             panic!()
         };
         assert_eq!(fields[0].field_id, 5);
+    }
+
+    #[test]
+    fn an_added_column_gets_the_next_ids_and_keeps_the_others() {
+        let schema = Schema::builder()
+            .column("id", DataType::int())
+            .column(
+                "nested",
+                DataType::row(vec![DataField::new("x", DataType::int())]),
+            )
+            .primary_key(["id"])
+            .build()
+            .unwrap();
+        assert_eq!(schema.highest_field_id(), 2);
+        let added = schema
+            .with_column(
+                "extra",
+                DataType::row(vec![DataField::new("y", DataType::string())]),
+                Some("new".into()),
+            )
+            .unwrap();
+        let ids: Vec<i32> = added.columns().iter().map(|c| c.id).collect();
+        assert_eq!(ids, vec![0, 1, 3]);
+        assert_eq!(added.highest_field_id(), 4);
+        assert_eq!(added.columns()[2].comment.as_deref(), Some("new"));
+        let TypeKind::Row(fields) = added.columns()[2].data_type.kind() else {
+            panic!()
+        };
+        assert_eq!(fields[0].field_id, 4);
+        assert_eq!(added.primary_key(), schema.primary_key());
+        assert_eq!(&added.columns()[..2], schema.columns());
+        // Ids are never reused: a schema whose highest id is past its
+        // columns' continues from there.
+        let gapped = Schema::new(
+            vec![Column::new("a", DataType::int()).with_id(0)],
+            None,
+            vec![],
+            Some(7),
+        )
+        .unwrap();
+        assert_eq!(
+            gapped
+                .with_column("b", DataType::int(), None)
+                .unwrap()
+                .columns()[1]
+                .id,
+            8
+        );
+        assert!(schema.with_column("id", DataType::int(), None).is_err());
     }
 
     #[test]
