@@ -137,7 +137,10 @@ mod tests {
         let long = KvKey::new(&long_bytes, &mut arena);
         assert!(matches!(short, KvKey::Inline { .. }));
         assert!(matches!(long, KvKey::Shared(_)));
-        assert!(std::mem::size_of::<KvKey>() <= 40, "a key stays small in a map slot");
+        assert!(
+            std::mem::size_of::<KvKey>() <= 40,
+            "a key stays small in a map slot"
+        );
         let mut map: HashMap<KvKey, i32, foldhash::fast::RandomState> = HashMap::default();
         map.insert(short.clone(), 1);
         map.insert(long.clone(), 2);
@@ -148,5 +151,119 @@ mod tests {
         assert!(long < short, "ordered as bytes: 7... < a...");
         let edge = [9u8; INLINE_KEY_BYTES_MAX];
         assert_eq!(&*KvKey::copy_from_slice(&edge), &edge[..]);
+    }
+}
+
+/// Longest stored value kept inline in [`KvRow`].
+pub const INLINE_ROW_BYTES_MAX: usize = 62;
+
+/// A stored value (`schemaId ‖ row`) as the KV tablet's maps hold it: inline
+/// when short (most rows of narrow tables), else shared. Inline values need
+/// no per-batch buffer kept alive, no reference count and no allocation when
+/// they move between the tablet's layers.
+#[derive(Clone)]
+pub enum KvRow {
+    /// A short value in place.
+    Inline {
+        /// Bytes used of `bytes`.
+        len: u8,
+        /// The value, then zeros.
+        bytes: [u8; INLINE_ROW_BYTES_MAX],
+    },
+    /// A longer value, shared.
+    Shared(Bytes),
+}
+
+impl KvRow {
+    /// The value `head ‖ tail`: inline when short, else split off `arena`.
+    pub fn new(head: &[u8], tail: &[u8], arena: &mut BytesMut) -> Self {
+        let len = head.len() + tail.len();
+        if len <= INLINE_ROW_BYTES_MAX {
+            let mut inline = [0u8; INLINE_ROW_BYTES_MAX];
+            inline[..head.len()].copy_from_slice(head);
+            inline[head.len()..len].copy_from_slice(tail);
+            KvRow::Inline {
+                len: len as u8,
+                bytes: inline,
+            }
+        } else {
+            arena.extend_from_slice(head);
+            arena.extend_from_slice(tail);
+            KvRow::Shared(arena.split().freeze())
+        }
+    }
+
+    /// The value of `bytes`, copied (a long one into a buffer of its own,
+    /// so no request buffer stays referenced).
+    pub fn copy_from_slice(bytes: &[u8]) -> Self {
+        if bytes.len() <= INLINE_ROW_BYTES_MAX {
+            let mut inline = [0u8; INLINE_ROW_BYTES_MAX];
+            inline[..bytes.len()].copy_from_slice(bytes);
+            KvRow::Inline {
+                len: bytes.len() as u8,
+                bytes: inline,
+            }
+        } else {
+            KvRow::Shared(Bytes::copy_from_slice(bytes))
+        }
+    }
+
+    /// The same value, holding no shared buffer of a batch (inline values
+    /// are returned as they are).
+    pub fn compacted(&self) -> Self {
+        match self {
+            KvRow::Inline { .. } => self.clone(),
+            KvRow::Shared(b) => KvRow::Shared(Bytes::copy_from_slice(b)),
+        }
+    }
+
+    /// The value's bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            KvRow::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            KvRow::Shared(b) => b,
+        }
+    }
+
+    /// The value as `Bytes` (a copy of an inline one).
+    pub fn to_bytes(&self) -> Bytes {
+        match self {
+            KvRow::Inline { .. } => Bytes::copy_from_slice(self.as_slice()),
+            KvRow::Shared(b) => b.clone(),
+        }
+    }
+}
+
+impl std::ops::Deref for KvRow {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl std::fmt::Debug for KvRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KvRow({:02x?})", self.as_slice())
+    }
+}
+
+#[cfg(test)]
+mod row_tests {
+    use super::*;
+
+    #[test]
+    fn rows_inline_or_shared_hold_their_bytes() {
+        let mut arena = BytesMut::new();
+        let short = KvRow::new(&[1, 0], b"row", &mut arena);
+        assert!(matches!(short, KvRow::Inline { .. }));
+        assert_eq!(&*short, b"\x01\x00row");
+        let long_tail = [5u8; INLINE_ROW_BYTES_MAX];
+        let long = KvRow::new(&[1, 0], &long_tail, &mut arena);
+        assert!(matches!(long, KvRow::Shared(_)));
+        assert_eq!(long.len(), INLINE_ROW_BYTES_MAX + 2);
+        assert_eq!(&*long.compacted(), &*long);
+        assert_eq!(&long.to_bytes()[..], &*long);
+        assert_eq!(&*KvRow::copy_from_slice(&long_tail), &long_tail[..]);
+        assert!(std::mem::size_of::<KvRow>() <= 64);
     }
 }

@@ -55,7 +55,7 @@ use fjord_storage::LogTablet;
 use tracing::{info, warn};
 
 use super::columns::{read_row, ColumnsBuilder};
-use super::key::KvKey;
+use super::key::{KvKey, KvRow};
 use super::merge::{AggMode, MergeError, MergeOutcome, RowMerger, RowSink};
 use super::table::KvTable;
 use crate::error::{ApiError, ErrorCode};
@@ -113,7 +113,7 @@ pub struct PutOutcome {
 #[derive(Clone)]
 struct Slot {
     /// `schemaId ‖ row`, or `None` for a delete.
-    value: Option<Bytes>,
+    value: Option<KvRow>,
     /// End offset of the pending batch that wrote it ([`STAGED`] while its
     /// batch is being put).
     end: i64,
@@ -124,7 +124,7 @@ struct Slot {
 struct PendingBatch {
     /// The changelog offset after this batch's changelog batch.
     end: i64,
-    changes: Vec<(KvKey, Option<Bytes>)>,
+    changes: Vec<(KvKey, Option<KvRow>)>,
     row_delta: i64,
     bytes: usize,
 }
@@ -154,7 +154,7 @@ struct WriteState {
     /// The value of a merged row being written (`schemaId ‖ row`).
     merged: Vec<u8>,
     /// Staged changes of the batch being put.
-    staged: Vec<(KvKey, Option<Bytes>)>,
+    staged: Vec<(KvKey, Option<KvRow>)>,
     /// Buffer slots the batch being put replaced, to restore on failure.
     undo: Vec<(KvKey, Option<Slot>)>,
     /// Reused datum vectors (see [`recycle`]).
@@ -277,7 +277,7 @@ impl Drop for KvTablet {
 }
 
 /// A run of changes (`None`: delete).
-type Run = KeyMap<Option<Bytes>>;
+type Run = KeyMap<Option<KvRow>>;
 
 /// A map by encoded key. foldhash: several times cheaper than the default
 /// SipHash on short keys, which every record pays three or four times;
@@ -342,7 +342,7 @@ struct Committed {
     frozen: Option<(Arc<Run>, AppliedState)>,
     /// Rows of the store kept in memory (copies: no request buffer is held),
     /// no deletes.
-    clean: KeyMap<Bytes>,
+    clean: KeyMap<KvRow>,
     /// Bytes of `clean`, taken from the [`RowCacheBudget`].
     clean_bytes: usize,
     /// Whether `clean` holds every row of the store, so a key it lacks is
@@ -356,7 +356,7 @@ struct Committed {
 impl Committed {
     /// The committed value of `key`: `Some(None)` for a committed delete or
     /// a key a complete cache lacks, `None` when only the store knows.
-    fn get(&self, key: &[u8]) -> Option<Option<Bytes>> {
+    fn get(&self, key: &[u8]) -> Option<Option<KvRow>> {
         if let Some(v) = self.active.get(key) {
             return Some(v.clone());
         }
@@ -383,7 +383,7 @@ impl Committed {
                 Some(v) => {
                     grown += v.len();
                     self.clean
-                        .insert(KvKey::copy_from_slice(key), Bytes::copy_from_slice(v))
+                        .insert(KvKey::copy_from_slice(key), v.compacted())
                 }
                 None => self.clean.remove(&key[..]),
             };
@@ -416,9 +416,9 @@ impl Committed {
         }
     }
 
-    fn insert(&mut self, key: KvKey, value: Option<Bytes>) {
+    fn insert(&mut self, key: KvKey, value: Option<KvRow>) {
         let key_len = key.len();
-        let new_len = value.as_ref().map_or(0, Bytes::len);
+        let new_len = value.as_ref().map_or(0, |v| v.len());
         match self.active.insert(key, value) {
             Some(old) => {
                 self.active_bytes = self.active_bytes - old.map_or(0, |v| v.len()) + new_len;
@@ -557,7 +557,7 @@ impl KvTablet {
                 bytes += size;
                 committed
                     .clean
-                    .insert(KvKey::copy_from_slice(key), Bytes::copy_from_slice(value));
+                    .insert(KvKey::copy_from_slice(key), KvRow::copy_from_slice(value));
                 true
             })
             .map_err(|e| storage_error(self.bucket, e))?;
@@ -591,13 +591,15 @@ impl KvTablet {
     /// some key needs the store.
     pub fn get_all_in_memory(&self, keys: &[Bytes]) -> Option<Vec<Option<Bytes>>> {
         let committed = read(&self.committed);
-        keys.iter().map(|key| committed.get(key)).collect()
+        keys.iter()
+            .map(|key| committed.get(key).map(|v| v.map(|v| v.to_bytes())))
+            .collect()
     }
 
     /// The committed value of `key` (`schemaId ‖ row`), or `None`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>, ApiError> {
         if let Some(value) = read(&self.committed).get(key) {
-            return Ok(value);
+            return Ok(value.map(|v| v.to_bytes()));
         }
         self.store
             .get(key)
@@ -615,7 +617,7 @@ impl KvTablet {
         // The committed changes under the prefix, in key order, then merged
         // with the store's rows: a large committed layer is written to the
         // store first, a small one is scanned.
-        let overlay: Vec<(KvKey, Option<Bytes>)> = {
+        let overlay: Vec<(KvKey, Option<KvRow>)> = {
             let mut store_state = lock(&self.flush);
             if read(&self.committed).active_bytes > ORDERED_READ_SCAN_BYTES_MAX {
                 self.spill_locked(&mut store_state)?;
@@ -623,7 +625,7 @@ impl KvTablet {
             let committed = read(&self.committed);
             // A frozen run (left by a failed write) under the active one:
             // the active change of a key wins.
-            let mut overlay: Vec<(KvKey, Option<Bytes>)> = committed
+            let mut overlay: Vec<(KvKey, Option<KvRow>)> = committed
                 .active
                 .iter()
                 .chain(committed.frozen.iter().flat_map(|(f, _)| f.iter()))
@@ -815,7 +817,7 @@ impl KvTablet {
         let end = appended.last_offset + 1;
         let mut bytes = 0;
         for (key, value) in &st.staged {
-            bytes += key.len() + value.as_ref().map_or(0, Bytes::len);
+            bytes += key.len() + value.as_ref().map_or(0, |v| v.len());
             if let Some(slot) = st.pending.latest.get_mut(key) {
                 if slot.end == STAGED {
                     slot.end = end;
@@ -1048,13 +1050,15 @@ impl KvTablet {
             };
             let key = KvKey::new(record.key, arena);
             let value = if puts {
-                if passes_through {
-                    arena.extend_from_slice(&table.schema_id.to_le_bytes());
-                    arena.extend_from_slice(record.row.unwrap_or_default());
+                Some(if passes_through {
+                    KvRow::new(
+                        &table.schema_id.to_le_bytes(),
+                        record.row.unwrap_or_default(),
+                        arena,
+                    )
                 } else {
-                    arena.extend_from_slice(&st.merged);
-                }
-                Some(arena.split().freeze())
+                    KvRow::new(&[], &st.merged, arena)
+                })
             } else {
                 None
             };
@@ -1152,7 +1156,7 @@ impl KvTablet {
                 }
             }
         };
-        let mut sorted: Vec<(&KvKey, &Option<Bytes>)> = run.iter().collect();
+        let mut sorted: Vec<(&KvKey, &Option<KvRow>)> = run.iter().collect();
         sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
         self.store
             .ingest(
@@ -1247,7 +1251,7 @@ impl KvTablet {
                                 .rows
                                 .encode(&row_datums, &mut value)
                                 .map_err(|e| corrupt(batch.base_offset(), e.to_string()))?;
-                            Some(Bytes::copy_from_slice(&value))
+                            Some(KvRow::copy_from_slice(&value))
                         };
                         datums = recycle(row_datums);
                         let existed = match read(&self.committed).get(&key) {
@@ -1284,7 +1288,7 @@ impl KvTablet {
 
 /// A key's current value, from the buffer or the store.
 enum OldValue {
-    Buffered(Bytes),
+    Buffered(KvRow),
     Stored(KvValue),
 }
 
@@ -1300,7 +1304,7 @@ impl std::ops::Deref for OldValue {
 
 /// Records `key → value` as the batch's latest change of the key, keeping
 /// what it replaced for [`undo`].
-fn stage(st: &mut WriteState, key: KvKey, value: Option<Bytes>) {
+fn stage(st: &mut WriteState, key: KvKey, value: Option<KvRow>) {
     let slot = Slot {
         value: value.clone(),
         end: STAGED,
