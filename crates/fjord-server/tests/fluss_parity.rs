@@ -73,3 +73,58 @@ async fn unknown_table_properties_are_refused_as_fluss_refuses_them() {
     .unwrap();
     server.stop().await;
 }
+
+/// Fluss answers GetTableSchema of a missing table with SCHEMA_NOT_EXIST (9),
+/// not TABLE_NOT_EXIST: the Java client raises SchemaNotExistException.
+#[tokio::test]
+async fn table_schema_of_a_missing_table_is_schema_not_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let mut c = server.client().await;
+    let err = c
+        .call(Request::GetTableSchema(pb::GetTableSchemaRequest {
+            table_path: table_path("fluss", "nope"),
+            schema_id: None,
+        }))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::SchemaNotExist);
+    assert_eq!(
+        err.message(),
+        "Schema for table fluss.nope with schema id 0 does not exist."
+    );
+    server.stop().await;
+}
+
+/// Asked for summaries, Fluss answers the summaries alone (database_name
+/// stays empty); Fjord used to fill both lists.
+#[tokio::test]
+async fn database_summaries_come_without_the_name_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path()).await;
+    let mut c = server.client().await;
+    let fjord_proto::Response::ListDatabases(plain) = c
+        .call(Request::ListDatabases(pb::ListDatabasesRequest {
+            include_summary: None,
+        }))
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(plain.database_name, vec!["fluss"]);
+    assert!(plain.database_summary.is_empty());
+    let fjord_proto::Response::ListDatabases(summary) = c
+        .call(Request::ListDatabases(pb::ListDatabasesRequest {
+            include_summary: Some(true),
+        }))
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    assert!(summary.database_name.is_empty(), "{summary:?}");
+    assert_eq!(summary.database_summary.len(), 1);
+    assert_eq!(summary.database_summary[0].database_name, "fluss");
+    server.stop().await;
+}

@@ -329,12 +329,16 @@ async fn rows_written_to_a_partition_are_read_back_from_that_partition_only() {
     assert_eq!(fetch_ids(&mut c, table_id, b, 1).await, Ok(vec![100, 101]));
     assert_eq!(fetch_ids(&mut c, table_id, a, 0).await, Ok(vec![]));
 
-    // Unknown partition ids answer PartitionNotExists, per bucket.
+    // Unknown partition ids answer UnknownTableOrBucket, per bucket, as a
+    // Fluss tablet server does (interop/diff).
     let resp = produce(&mut c, table_id, b + 100, 0, 0..1).await;
-    assert_eq!(resp.error_code, Some(ErrorCode::PartitionNotExists.code()));
+    assert_eq!(
+        resp.error_code,
+        Some(ErrorCode::UnknownTableOrBucketException.code())
+    );
     assert_eq!(
         fetch_ids(&mut c, table_id, b + 100, 0).await,
-        Err(ErrorCode::PartitionNotExists.code())
+        Err(ErrorCode::UnknownTableOrBucketException.code())
     );
     let Response::ListOffsets(lo) = c
         .call(Request::ListOffsets(pb::ListOffsetsRequest {
@@ -403,7 +407,7 @@ async fn restart_keeps_partition_ids_and_data_and_drop_deletes_data() {
     );
     assert_eq!(
         fetch_ids(&mut c, table_id, parts[0].0, 0).await,
-        Err(ErrorCode::PartitionNotExists.code())
+        Err(ErrorCode::UnknownTableOrBucketException.code())
     );
     // Dropping the table deletes every partition's data.
     c.call(Request::DropTable(pb::DropTableRequest {
@@ -590,7 +594,7 @@ async fn periodic_check_precreates_the_next_hours_and_drops_expired_ones_with_th
     wait_for_partitions(&mut c, "hourly", &["2024031005", "2024031006"]).await;
     assert_eq!(
         fetch_ids(&mut c, table_id, first, 0).await,
-        Err(ErrorCode::PartitionNotExists.code())
+        Err(ErrorCode::UnknownTableOrBucketException.code())
     );
     assert!(!first_dir.exists(), "expired partition's data is deleted");
     server.stop().await;

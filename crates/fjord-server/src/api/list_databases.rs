@@ -5,12 +5,13 @@ use fjord_proto::messages as pb;
 use crate::error::ApiError;
 use crate::node::Node;
 
-/// Lists database names (and summaries when asked).
+/// Lists database names, or, when asked for summaries, the summaries
+/// alone: a Fluss server fills one list or the other, never both.
 pub fn handle(
     node: &Node,
     r: pb::ListDatabasesRequest,
 ) -> Result<pb::ListDatabasesResponse, ApiError> {
-    let names = node.catalog.list_databases()?;
+    let mut names = node.catalog.list_databases()?;
     let mut summaries = Vec::new();
     if r.include_summary == Some(true) {
         for name in &names {
@@ -24,6 +25,7 @@ pub fn handle(
                 table_count: i32::try_from(table_count).unwrap_or(i32::MAX),
             });
         }
+        names.clear();
     }
     Ok(pb::ListDatabasesResponse {
         database_name: names,

@@ -145,8 +145,10 @@ fn pb_table_path(path: &TablePath) -> pb::PbTablePath {
 
 /// The replica of a requested bucket (the data path's one lookup). When
 /// the bucket names a partition that does not exist (never created, dropped,
-/// or of another table) the error is `PartitionNotExists`, so clients
-/// refresh their partition metadata; the catalog is consulted only then.
+/// or of another table) the error is `UnknownTableOrBucketException`, as a
+/// Fluss tablet server answers it: the official clients refresh their
+/// metadata on it, and the Java client's fetcher fails the scan on any
+/// other code (`PartitionNotExists` included). The message says which.
 fn replica_of(node: &Node, bucket: TableBucket) -> Result<Arc<Replica>, ApiError> {
     node.replicas
         .replica(bucket)
@@ -158,9 +160,9 @@ fn replica_of(node: &Node, bucket: TableBucket) -> Result<Arc<Replica>, ApiError
                     .is_none_or(|info| info.table_id != bucket.table_id) =>
             {
                 ApiError::new(
-                    ErrorCode::PartitionNotExists,
+                    ErrorCode::UnknownTableOrBucketException,
                     format!(
-                        "The partition id '{p}' does not exist in table id {}.",
+                        "Unknown table or bucket: {bucket} (the partition id '{p}' does not exist in table id {}).",
                         bucket.table_id
                     ),
                 )
