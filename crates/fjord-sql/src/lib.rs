@@ -31,5 +31,7 @@ mod log_scan;
 mod pruning;
 pub mod table;
 
+/// The engine's crate, for front ends that handle its types.
+pub use datafusion;
 pub use engine::{EngineOptions, Output, SqlEngine, SqlSession};
 pub use error::SqlError;

@@ -27,6 +27,8 @@ enum Command {
     Scan(cmd::scan::Args),
     /// List, create or drop the partitions of a partitioned table.
     Partitions(cmd::partitions::Args),
+    /// SQL on live tables: one statement (-e), a script (-f) or an interactive shell.
+    Sql(cmd::sql::Args),
     /// Measure the native writer and scanner (one JSON line of figures).
     Bench(cmd::bench::Args),
 }
@@ -41,6 +43,7 @@ fn main() -> anyhow::Result<()> {
         Command::Produce(args) => cmd::produce::run(args),
         Command::Scan(args) => cmd::scan::run(args),
         Command::Partitions(args) => cmd::partitions::run(args),
+        Command::Sql(args) => cmd::sql::run(args),
         Command::Bench(args) => cmd::bench::run(args),
     }
 }

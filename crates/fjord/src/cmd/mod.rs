@@ -8,3 +8,4 @@ pub mod progress;
 pub mod quickstart;
 pub mod scan;
 pub mod server;
+pub mod sql;
