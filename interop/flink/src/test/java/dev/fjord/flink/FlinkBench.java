@@ -1,0 +1,111 @@
+package dev.fjord.flink;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Collectors;
+import java.util.stream.LongStream;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.table.api.EnvironmentSettings;
+import org.apache.flink.table.api.TableEnvironment;
+import org.apache.flink.table.api.TableResult;
+import org.apache.flink.types.Row;
+import org.apache.flink.util.CloseableIterator;
+
+/**
+ * One run of the Flink benchmark against one server (scripts/bench-flink.sh alternates Fjord and
+ * the Java Fluss server): datagen {@code user_behavior} rows into a 4-bucket log table (write
+ * phase), then a streaming read of all of them (read phase). Prints one JSON line with the rows/s
+ * of each phase and the server process's CPU (from /proc/PID/stat, user + system) per record.
+ *
+ * <p>Args: {@code BOOTSTRAP SERVER_PID ROWS LABEL}. The read phase ends when 64 sentinel rows
+ * (negative user ids, appended after the data, so spread over all buckets by the user_id bucket
+ * key) have come through: each bucket's last sentinel comes after all of its data rows. Both phase
+ * times include the Flink job's start (the same for both servers).
+ */
+public final class FlinkBench {
+    private static final int SENTINELS = 64;
+
+    public static void main(String[] args) throws Exception {
+        String bootstrap = args[0];
+        int pid = Integer.parseInt(args[1]);
+        long rows = Long.parseLong(args[2]);
+        String label = args[3];
+        Configuration conf = new Configuration();
+        conf.setString("parallelism.default", "1");
+        conf.setString("rest.bind-port", "0");
+        TableEnvironment t = TableEnvironment.create(
+                EnvironmentSettings.newInstance().inStreamingMode().withConfiguration(conf).build());
+        t.executeSql("CREATE CATALOG srv WITH ('type' = 'fluss', 'bootstrap.servers' = '" + bootstrap + "')");
+        t.executeSql("USE CATALOG srv");
+        t.executeSql("CREATE DATABASE IF NOT EXISTS bench").await();
+        String table = "bench.user_behavior_" + System.currentTimeMillis();
+        t.executeSql("CREATE TABLE " + table + " (user_id BIGINT, item_id BIGINT, category_id BIGINT,"
+                + " behavior STRING, ts TIMESTAMP(3)) WITH ('bucket.num' = '4', 'bucket.key' = 'user_id')").await();
+        t.executeSql("CREATE TEMPORARY TABLE default_catalog.default_database.gen (user_id BIGINT, item_id BIGINT,"
+                + " category_id BIGINT, ts TIMESTAMP(3)) WITH ('connector' = 'datagen', 'number-of-rows' = '" + rows + "',"
+                + " 'fields.user_id.min' = '1', 'fields.user_id.max' = '1000000',"
+                + " 'fields.item_id.min' = '1', 'fields.item_id.max' = '5000000',"
+                + " 'fields.category_id.min' = '1', 'fields.category_id.max' = '10000')").await();
+
+        // Write phase.
+        double cpu0 = cpuSeconds(pid);
+        long w0 = System.nanoTime();
+        t.executeSql("INSERT INTO " + table + " SELECT user_id, item_id, category_id,"
+                + " CASE MOD(item_id, 10) WHEN 0 THEN 'buy' WHEN 1 THEN 'cart' WHEN 2 THEN 'fav' ELSE 'pv' END, ts"
+                + " FROM default_catalog.default_database.gen").await();
+        double writeSeconds = (System.nanoTime() - w0) / 1e9;
+        double writeCpu = cpuSeconds(pid) - cpu0;
+        t.executeSql("INSERT INTO " + table + " VALUES " + LongStream.rangeClosed(1, SENTINELS)
+                .mapToObj(i -> "(" + (-i) + ", 0, 0, 'end', TIMESTAMP '2026-01-01 00:00:00')")
+                .collect(Collectors.joining(", "))).await();
+
+        // Read phase: the whole table, streaming, until every sentinel has come through.
+        double cpu1 = cpuSeconds(pid);
+        long r0 = System.nanoTime();
+        TableResult result = t.executeSql("SELECT user_id FROM " + table + " WHERE user_id < 0");
+        int seen = 0;
+        try (CloseableIterator<Row> it = result.collect()) {
+            while (seen < SENTINELS && it.hasNext()) {
+                it.next();
+                seen++;
+            }
+        }
+        double readSeconds = (System.nanoTime() - r0) / 1e9;
+        double readCpu = cpuSeconds(pid) - cpu1;
+        if (seen != SENTINELS) {
+            throw new IllegalStateException("read ended after " + seen + " sentinels");
+        }
+        long total = rows + SENTINELS;
+        System.out.println(String.format(Locale.ROOT,
+                "{\"server\":\"%s\",\"rows\":%d,\"write_rows_per_s\":%.0f,\"write_server_cpu_ns_per_row\":%.1f,"
+                        + "\"read_rows_per_s\":%.0f,\"read_server_cpu_ns_per_row\":%.1f,\"write_s\":%.2f,\"read_s\":%.2f}",
+                label, rows, rows / writeSeconds, writeCpu * 1e9 / rows, total / readSeconds,
+                readCpu * 1e9 / total, writeSeconds, readSeconds));
+        System.exit(0);
+    }
+
+    /** User + system CPU seconds of a process so far (fields 14 and 15 of /proc/PID/stat). */
+    static double cpuSeconds(int pid) throws Exception {
+        String stat = Files.readString(Path.of("/proc/" + pid + "/stat"));
+        String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+        long ticks = Long.parseLong(f[11]) + Long.parseLong(f[12]);
+        return ticks / (double) CLK_TCK;
+    }
+
+    static final long CLK_TCK = clockTicks();
+
+    static long clockTicks() {
+        try {
+            Process p = new ProcessBuilder("getconf", "CLK_TCK").start();
+            String s = new String(p.getInputStream().readAllBytes()).trim();
+            p.waitFor(5, TimeUnit.SECONDS);
+            return Long.parseLong(s);
+        } catch (Exception e) {
+            return 100;
+        }
+    }
+}
