@@ -3,7 +3,8 @@
 # nothing: MariaDB (the CDC tests start their own `mariadbd`; it is installed,
 # never started here), a JDK and Maven for the Java client interop tests, the
 # pinned Python packages of interop/python/requirements.txt, and the Maven
-# dependencies of interop/java.
+# dependencies of interop/java, interop/diff and interop/flink (and the real
+# Fluss server's jars that interop/diff starts).
 #
 # Idempotent and quick when everything is present: each step checks first and
 # does nothing if its check passes; `apt-get update` runs only when a package
@@ -79,15 +80,30 @@ if ! pins_satisfied; then
     pins_satisfied || { log "pinned Python packages still not satisfied after pip install"; exit 1; }
 fi
 
-# --- Maven dependencies of interop/java ---------------------------------------
-# A stamp named after the pom's hash records a successful resolution into the
+# --- Maven dependencies of interop/java, interop/diff, interop/flink -----------
+# A stamp named after each pom's hash records a successful resolution into the
 # local repository, so an unchanged pom costs no Maven start-up (~20 s here).
 M2_REPO="${M2_REPO:-$HOME/.m2/repository}"
-POM_HASH="$(sha256sum "$ROOT/interop/java/pom.xml" | cut -c1-16)"
-STAMP="$M2_REPO/.fjord-interop-java-$POM_HASH"
+for module in java diff flink; do
+    POM_HASH="$(sha256sum "$ROOT/interop/$module/pom.xml" | cut -c1-16)"
+    STAMP="$M2_REPO/.fjord-interop-$module-$POM_HASH"
+    if [ ! -e "$STAMP" ]; then
+        log "mvn dependency:go-offline test-compile (interop/$module)"
+        mvn -q -B -f "$ROOT/interop/$module" dependency:go-offline test-compile
+        mkdir -p "$M2_REPO" && touch "$STAMP"
+    fi
+done
+
+# --- the real Fluss server (scripts/fluss-java-server.sh; interop/diff) --------
+# Resolving its two classpaths once here keeps the first test run offline.
+POM_HASH="$(sha256sum "$ROOT/interop/fluss-server/pom.xml" | cut -c1-16)"
+STAMP="$M2_REPO/.fjord-interop-fluss-server-$POM_HASH"
 if [ ! -e "$STAMP" ]; then
-    log "mvn dependency:go-offline test-compile (interop/java)"
-    mvn -q -B -f "$ROOT/interop/java" dependency:go-offline test-compile
+    log "mvn dependency:build-classpath (interop/fluss-server)"
+    cp_dir="$(mktemp -d)"
+    mvn -q -B -f "$ROOT/interop/fluss-server/pom.xml" -Dclasspath.dir="$cp_dir" \
+        dependency:build-classpath@server dependency:build-classpath@probe
+    rm -rf "$cp_dir"
     mkdir -p "$M2_REPO" && touch "$STAMP"
 fi
 

@@ -5,6 +5,9 @@
 #      also builds the `fjord` binary)
 #   3. pytest interop/python (the pyfluss client against that binary)
 #   4. mvn -f interop/java test (the Fluss Java client against that binary)
+#   4b. mvn -f interop/diff test (that binary against the real Fluss 0.9.1
+#      server, response by response) and mvn -f interop/flink test (Flink SQL
+#      with the Fluss connector against the binary)
 #   5. scripts/fuzz.sh FUZZ_SECONDS (default 5): every fuzz target briefly, on
 #      top of its corpus and recorded crashes, so a crash found once stays
 #      found and a new decoder's target at least runs
@@ -55,7 +58,7 @@ run_part cargo cargo test --workspace --no-fail-fast
 export FJORD_BIN="$CARGO_TARGET_DIR/debug/fjord"
 if [ ! -x "$FJORD_BIN" ]; then
     printf '=== test.sh: %s was not built; the client interop suites cannot run\n' "$FJORD_BIN"
-    failed+=("pytest" "maven")
+    failed+=("pytest" "maven" "diff" "flink")
     summary
     exit 1
 fi
@@ -65,6 +68,13 @@ fi
 run_part pytest "$PYTHON" -m pytest -q -p no:cacheprovider "$ROOT/interop/python"
 
 run_part maven mvn -B -f "$ROOT/interop/java" test
+
+# The real Fluss 0.9.1 server (scripts/fluss-java-server.sh, three JVMs) and
+# the fjord binary answer the same request sequences the same, field by field.
+run_part diff mvn -B -f "$ROOT/interop/diff" test
+
+# Flink 1.20 SQL through the unmodified Fluss connector against the binary.
+run_part flink mvn -B -f "$ROOT/interop/flink" test
 
 run_part fuzz bash "$ROOT/scripts/fuzz.sh" "${FUZZ_SECONDS:-5}"
 
