@@ -422,6 +422,8 @@ impl ApiKey {
             ApiKey::GetDatabaseInfo => Some(VersionRange::new(0, 0)),
             ApiKey::CreatePartition => Some(VersionRange::new(0, 0)),
             ApiKey::DropPartition => Some(VersionRange::new(0, 0)),
+            // Fluss 0.9.1 and fluss-rs 1.0.0 both know only v0.
+            ApiKey::AlterTable => Some(VersionRange::new(0, 0)),
             // v1 differs from v0 only for lake tables (their key encoding);
             // v2 lets the client understand STORAGE_BACKPRESSURE; v3 adds
             // the historical-partition fields (optional, refused when set).
@@ -515,7 +517,8 @@ mod tests {
             served,
             [
                 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, 1010, 1011, 1012, 1014,
-                1015, 1016, 1017, 1021, 1023, 1025, 1026, 1033, 1034, 1035, 1036, 1037, 1059, 1061
+                1015, 1016, 1017, 1021, 1023, 1025, 1026, 1033, 1034, 1035, 1036, 1037, 1044, 1059,
+                1061
             ]
         );
         assert_eq!(
@@ -541,6 +544,7 @@ mod tests {
         assert_eq!(max(1017), Some(1));
         assert_eq!(max(1034), Some(1));
         assert_eq!(max(1014), Some(0));
+        assert_eq!(max(1044), Some(0));
         assert_eq!(max(1025), Some(0));
     }
 }

@@ -190,6 +190,7 @@ served_apis! {
     ScanKv => ScanKv, ScanKvRequest, ScanKvResponse;
     GetLatestKvSnapshots => GetLatestKvSnapshots, GetLatestKvSnapshotsRequest, GetLatestKvSnapshotsResponse;
     GetTableStats => GetTableStats, GetTableStatsRequest, GetTableStatsResponse;
+    AlterTable => AlterTable, AlterTableRequest, AlterTableResponse;
 }
 
 /// Checks `api_key` and `api_version` against what Fjord serves.

@@ -349,6 +349,51 @@ fn arb_admin() -> impl Strategy<Value = Request> {
         ),
         proptest::collection::vec(arb_table_path(), 0..3)
             .prop_map(|table_path| Request::InitWriter(InitWriterRequest { table_path })),
+        (
+            arb_table_path(),
+            any::<bool>(),
+            proptest::collection::vec(("[a-z.]{1,12}", any::<Option<String>>(), 0..4i32), 0..3),
+            proptest::collection::vec(("[a-z]{1,8}", arb_bytes(24), 0..2i32), 0..3),
+            proptest::collection::vec("[a-z]{1,8}", 0..2),
+            any::<Option<i32>>()
+        )
+            .prop_map(
+                |(table_path, ignore_if_not_exists, configs, adds, drops, buckets)| {
+                    Request::AlterTable(AlterTableRequest {
+                        table_path,
+                        ignore_if_not_exists,
+                        config_changes: configs
+                            .into_iter()
+                            .map(|(config_key, config_value, op_type)| PbAlterConfig {
+                                config_key,
+                                config_value,
+                                op_type,
+                            })
+                            .collect(),
+                        add_columns: adds
+                            .into_iter()
+                            .map(|(column_name, data_type_json, column_position_type)| {
+                                PbAddColumn {
+                                    column_name,
+                                    data_type_json,
+                                    comment: None,
+                                    column_position_type,
+                                    agg_function_type: None,
+                                    agg_function_params: vec![],
+                                }
+                            })
+                            .collect(),
+                        drop_columns: drops
+                            .into_iter()
+                            .map(|column_name| PbDropColumn { column_name })
+                            .collect(),
+                        rename_columns: vec![],
+                        modify_columns: vec![],
+                        modify_bucket_count: buckets
+                            .map(|new_bucket_count| PbModifyBucketCount { new_bucket_count }),
+                    })
+                }
+            ),
     ]
 }
 
@@ -410,4 +455,34 @@ fn required_fields_are_encoded_even_at_default_values() {
     }
     .encode_to_vec();
     assert_eq!(body, [0x0a, 0x00, 0x10, 0x00, 0x18, 0x00]);
+}
+
+#[test]
+fn alter_table_decodes_what_fluss_rs_1_0_sends() {
+    // table_path {d, t}, ignore_if_not_exists, one add_columns entry
+    // {c, "{}", LAST}, and fluss-rs 1.0.0's field 8 (modify_bucket_count 4),
+    // which Fluss 0.9.1's proto lacks.
+    let body: &[u8] = &[
+        0x0a, 0x06, 0x0a, 0x01, b'd', 0x12, 0x01, b't', 0x10, 0x01, 0x22, 0x09, 0x0a, 0x01, b'c',
+        0x12, 0x02, b'{', b'}', 0x20, 0x00, 0x42, 0x02, 0x08, 0x04,
+    ];
+    let Ok(Request::AlterTable(r)) = decode_request(1044, 0, Bytes::from_static(body)) else {
+        panic!("AlterTable v0 decodes");
+    };
+    assert_eq!(r.table_path.database_name, "d");
+    assert!(r.ignore_if_not_exists);
+    assert_eq!(r.add_columns.len(), 1);
+    assert_eq!(r.add_columns[0].column_name, "c");
+    assert_eq!(&r.add_columns[0].data_type_json[..], b"{}");
+    assert_eq!(r.add_columns[0].column_position_type, 0);
+    assert_eq!(
+        r.modify_bucket_count,
+        Some(PbModifyBucketCount {
+            new_bucket_count: 4
+        })
+    );
+    assert!(matches!(
+        decode_request(1044, 1, Bytes::from_static(body)),
+        Err(RequestError::UnsupportedVersion { .. })
+    ));
 }

@@ -8,7 +8,8 @@
 //! exception: besides the catalog write they create (and fsync) a tablet
 //! per bucket, and auto-partitioning may add several partitions, so they
 //! run on the blocking pool ([`on_blocking_pool`]) rather than hold a
-//! runtime thread that produce and fetch requests share. Tablet-server
+//! runtime thread that produce and fetch requests share; so does
+//! AlterTable, which waits its turn behind partition creates. Tablet-server
 //! handlers (produce, fetch, list offsets) go through the replica manager.
 
 use fjord_proto::messages as pb;
@@ -21,6 +22,7 @@ use crate::meta::catalog::TablePath;
 use crate::node::Node;
 use crate::replica::{Replica, TableBucket};
 
+mod alter_table;
 mod api_versions;
 mod append_lane;
 mod create_database;
@@ -103,6 +105,7 @@ pub async fn dispatch_in_turn(
             Response::GetLatestKvSnapshots(kv_meta::latest_kv_snapshots(node, r)?)
         }
         Request::GetTableStats(r) => Response::GetTableStats(kv_meta::table_stats(node, r)?),
+        Request::AlterTable(r) => Response::AlterTable(alter_table::handle(node, r).await?),
     })
 }
 
