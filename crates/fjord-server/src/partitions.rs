@@ -27,9 +27,9 @@ pub fn create_partition(
     ignore_if_exists: bool,
 ) -> Result<Option<Arc<PartitionInfo>>, ApiError> {
     node.catalog
-        .create_partition(table, values, ignore_if_exists, |p| {
+        .create_partition(table, values, ignore_if_exists, |latest, p| {
             node.replicas
-                .create_partition(table, p.partition_id)
+                .create_partition(latest, p.partition_id)
                 .inspect_err(|_| {
                     node.replicas
                         .drop_partition(table.table_id, p.partition_id)

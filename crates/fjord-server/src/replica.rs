@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -110,8 +111,9 @@ pub struct Replica {
     pub bucket: TableBucket,
     /// The bucket's log tablet.
     pub tablet: Arc<LogTablet>,
-    /// The schema id batches must carry (the table's current schema).
-    pub schema_id: i32,
+    /// The table's latest schema id (batches may carry it or any earlier
+    /// one); moves on ALTER TABLE ([`ReplicaManager::alter_table`]).
+    schema_id: AtomicI32,
     /// Notified (all waiters) whenever the high watermark may have moved.
     pub appended: Notify,
     /// The bucket's KV tablet, for a primary-key table (whose log tablet
@@ -120,6 +122,11 @@ pub struct Replica {
 }
 
 impl Replica {
+    /// The table's latest schema id.
+    pub fn schema_id(&self) -> i32 {
+        self.schema_id.load(Ordering::Acquire)
+    }
+
     /// Appends `records` (one bucket's batches of a ProduceLog request) as
     /// received: the storage engine writes stamped copies of the batch
     /// prefixes and the received bodies with one vectored write, so the
@@ -377,7 +384,7 @@ impl ReplicaManager {
             let replica = Arc::new(Replica {
                 bucket,
                 tablet,
-                schema_id: table.schema_id,
+                schema_id: AtomicI32::new(table.schema_id),
                 appended: Notify::new(),
                 kv,
             });
@@ -388,6 +395,24 @@ impl ReplicaManager {
                 .or_insert(replica);
         }
         Ok(())
+    }
+
+    /// Makes every replica of `table` (every partition's too) serve its
+    /// new schema: the latest schema id, and for a primary-key table the
+    /// KV view its tablets merge and write the changelog with. Cheap (a
+    /// swap per tablet); the catalog calls it under its index lock while
+    /// altering the table.
+    pub fn alter_table(&self, table: &TableInfo) {
+        let replicas = self.replicas.read().unwrap_or_else(|p| p.into_inner());
+        for replica in replicas
+            .values()
+            .filter(|r| r.bucket.table_id == table.table_id)
+        {
+            replica.schema_id.store(table.schema_id, Ordering::Release);
+            if let (Some(kv), Some(kv_table)) = (&replica.kv, &table.kv) {
+                kv.set_table(Arc::clone(kv_table));
+            }
+        }
     }
 
     /// Takes every tablet of a dropped table (every partition's too) out of
@@ -526,7 +551,7 @@ impl ReplicaManager {
             .iter()
             .filter_map(|r| {
                 let kv = r.kv.as_ref()?;
-                let ttl = changelog_ttl_ms(kv.table(), self.log_config.retention_ms)?;
+                let ttl = changelog_ttl_ms(&kv.table(), self.log_config.retention_ms)?;
                 Some((Arc::clone(kv), ttl))
             })
             .collect()

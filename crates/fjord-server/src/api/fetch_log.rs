@@ -4,6 +4,14 @@
 //! Arrow buffers are sent (fjord-format's `FileLogProjection` equivalent,
 //! no decoding).
 //!
+//! Projected positions apply to each batch's own schema, as Fluss's
+//! `FileLogProjection` applies them: a plan per (schema id, projection),
+//! built when a batch of that id is first read. Columns are only ever added
+//! last, so a position means the same column in every schema that has it;
+//! a position an older schema lacks fails the bucket's read with
+//! INVALID_COLUMN_PROJECTION when a batch of that schema is reached (Fluss:
+//! "Projected fields [..] is out of bound for schema with N fields.").
+//!
 //! Long-poll: while fewer than `min_bytes` are available, the request parks
 //! until an append to one of its buckets moves a high watermark (a per-bucket
 //! `Notify`, no polling), `max_wait_ms` passes (capped by
@@ -11,7 +19,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -21,6 +29,7 @@ use fjord_proto::messages as pb;
 use tokio::time::Instant;
 
 use crate::error::{ApiError, ErrorCode};
+use crate::meta::catalog::TableInfo;
 use crate::metrics::Metrics;
 use crate::node::Node;
 use crate::replica::{Replica, TableBucket};
@@ -38,11 +47,84 @@ struct BucketTarget {
     replica: Result<Arc<Replica>, ApiError>,
 }
 
-/// One table of the request, resolved once (projection planned once).
+/// One table of the request, resolved once (projection checked once).
 struct TableTarget {
     table_id: i64,
-    plan: Option<Result<Arc<ProjectionPlan>, ApiError>>,
+    projection: Option<Result<Projection, ApiError>>,
     buckets: Vec<BucketTarget>,
+}
+
+/// A request's projection of one table: the columns, and their plan per
+/// schema id of the batches read (Fluss caches a `ProjectionInfo` per
+/// table, schema id and projection the same way).
+struct Projection {
+    table: Arc<TableInfo>,
+    columns: Vec<usize>,
+    /// Plans built so far, by schema id; a request meets few ids.
+    plans: Mutex<Vec<(i16, Arc<ProjectionPlan>)>>,
+}
+
+impl Projection {
+    /// Checks `columns` against the table's latest schema (as before any
+    /// read) and keeps that schema's plan.
+    fn new(table: Arc<TableInfo>, columns: Vec<usize>) -> Result<Self, ApiError> {
+        let schema_id = table.schema_id as i16;
+        let plan = ProjectionPlan::new(&table.schema, schema_id, &columns)
+            .map_err(|e| ApiError::new(ErrorCode::InvalidColumnProjection, e.to_string()))?;
+        Ok(Self {
+            table,
+            columns,
+            plans: Mutex::new(vec![(schema_id, Arc::new(plan))]),
+        })
+    }
+
+    /// The plan for batches of `schema_id`, built on first use. A schema id
+    /// the request's copy of the table lacks (altered since) is looked up
+    /// in the catalog: a batch of a new id is written only after the
+    /// catalog has it.
+    fn plan(&self, node: &Node, schema_id: i16) -> Result<Arc<ProjectionPlan>, ApiError> {
+        let mut plans = self.plans.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, plan)) = plans.iter().find(|(id, _)| *id == schema_id) {
+            return Ok(Arc::clone(plan));
+        }
+        let id = i32::from(schema_id);
+        let latest;
+        let schema = match self.table.schema_by_id(id) {
+            Some(schema) => &schema.schema,
+            None => {
+                latest = node.catalog.table_by_id(self.table.table_id);
+                &latest
+                    .as_ref()
+                    .and_then(|t| t.schema_by_id(id))
+                    .ok_or_else(|| {
+                        ApiError::new(
+                            ErrorCode::SchemaNotExist,
+                            format!(
+                                "Schema for table {}.{} with schema id {id} does not exist.",
+                                self.table.path.database, self.table.path.table
+                            ),
+                        )
+                    })?
+                    .schema
+            }
+        };
+        let fields = schema.columns().len();
+        if self.columns.iter().any(|&c| c >= fields) {
+            return Err(ApiError::new(
+                ErrorCode::InvalidColumnProjection,
+                format!(
+                    "Projected fields {:?} is out of bound for schema with {fields} fields.",
+                    self.columns
+                ),
+            ));
+        }
+        let plan = Arc::new(
+            ProjectionPlan::new(schema, schema_id, &self.columns)
+                .map_err(|e| ApiError::new(ErrorCode::InvalidColumnProjection, e.to_string()))?,
+        );
+        plans.push((schema_id, Arc::clone(&plan)));
+        Ok(plan)
+    }
 }
 
 fn resolve(node: &Node, r: &pb::FetchLogRequest) -> Vec<TableTarget> {
@@ -50,7 +132,7 @@ fn resolve(node: &Node, r: &pb::FetchLogRequest) -> Vec<TableTarget> {
         .iter()
         .map(|t| {
             let table = node.catalog.table_by_id(t.table_id);
-            let plan = if t.projection_pushdown_enabled {
+            let projection = if t.projection_pushdown_enabled {
                 Some(match &table {
                     None => Err(unknown_table(t.table_id)),
                     Some(info) => {
@@ -67,16 +149,7 @@ fn resolve(node: &Node, r: &pb::FetchLogRequest) -> Vec<TableTarget> {
                                     t.projected_fields
                                 ),
                             )),
-                            Ok(columns) => {
-                                ProjectionPlan::new(&info.schema, info.schema_id as i16, &columns)
-                                    .map(Arc::new)
-                                    .map_err(|e| {
-                                        ApiError::new(
-                                            ErrorCode::InvalidColumnProjection,
-                                            e.to_string(),
-                                        )
-                                    })
-                            }
+                            Ok(columns) => Projection::new(Arc::clone(info), columns),
                         }
                     }
                 })
@@ -106,7 +179,7 @@ fn resolve(node: &Node, r: &pb::FetchLogRequest) -> Vec<TableTarget> {
                 .collect();
             TableTarget {
                 table_id: t.table_id,
-                plan,
+                projection,
                 buckets,
             }
         })
@@ -130,37 +203,42 @@ fn bucket_error(b: &BucketTarget, e: &ApiError) -> pb::PbFetchLogRespForBucket {
     }
 }
 
-/// Applies `plan` to every whole batch of `records`, staying within
-/// `max_bytes` (the first batch always goes, so a fetch makes progress).
-/// A batch of another schema id than the plan's cannot be projected with it.
+/// Applies `projection` to every whole batch of `records`, each with the
+/// plan of its schema id, staying within `max_bytes` (the first batch
+/// always goes, so a fetch makes progress).
 fn project(
-    plan: &Arc<ProjectionPlan>,
+    node: &Node,
+    projection: &Projection,
     records: &[u8],
     max_bytes: usize,
 ) -> Result<Bytes, ApiError> {
     let mut out = Vec::with_capacity(records.len().min(max_bytes));
+    // Why a plan could not be had, for the answer (project_batches only
+    // needs to know that it failed).
+    let mut refused: Option<ApiError> = None;
     let plan_for = |schema_id: i16| {
-        if schema_id == plan.schema_id() {
-            Ok(Arc::clone(plan))
-        } else {
-            Err(ProjectionError::SchemaIdMismatch {
-                batch: schema_id,
-                plan: plan.schema_id(),
-            })
-        }
+        projection.plan(node, schema_id).map_err(|e| {
+            let message = e.message().to_owned();
+            refused = Some(e);
+            ProjectionError::InvalidProjection(message)
+        })
     };
-    project_batches(records, plan_for, &mut out, max_bytes, true).map_err(|e| {
-        ApiError::new(
-            ErrorCode::CorruptMessage,
-            format!("cannot project a stored batch: {e}"),
-        )
-    })?;
+    let projected = project_batches(records, plan_for, &mut out, max_bytes, true);
+    if let Err(e) = projected {
+        return Err(refused.unwrap_or_else(|| {
+            ApiError::new(
+                ErrorCode::CorruptMessage,
+                format!("cannot project a stored batch: {e}"),
+            )
+        }));
+    }
     Ok(Bytes::from(out))
 }
 
 /// One pass over every bucket: returns the response, the record bytes in
 /// it, and whether any bucket failed.
 async fn read_all(
+    node: &Node,
     targets: &[TableTarget],
     max_bytes: usize,
 ) -> (pb::FetchLogResponse, usize, bool) {
@@ -172,9 +250,9 @@ async fn read_all(
         for b in &t.buckets {
             let outcome = async {
                 let replica = b.replica.as_ref().map_err(Clone::clone)?;
-                let plan = match &t.plan {
+                let projection = match &t.projection {
                     None => None,
-                    Some(Ok(plan)) => Some(plan),
+                    Some(Ok(projection)) => Some(projection),
                     Some(Err(e)) => return Err(e.clone()),
                 };
                 // The request-wide budget; the first bytes of the response
@@ -195,8 +273,10 @@ async fn read_all(
                     b.fetch_offset
                 };
                 let read = replica.read(offset, budget).await?;
-                let records = match plan {
-                    Some(plan) if !read.records.is_empty() => project(plan, &read.records, budget)?,
+                let records = match projection {
+                    Some(projection) if !read.records.is_empty() => {
+                        project(node, projection, &read.records, budget)?
+                    }
                     _ => read.records,
                 };
                 Ok((records, read.high_watermark, read.log_start_offset))
@@ -258,7 +338,7 @@ pub async fn handle(node: &Node, r: pb::FetchLogRequest) -> Result<pb::FetchLogR
         for w in &mut waits {
             w.as_mut().enable();
         }
-        let (response, bytes, failed) = read_all(&targets, max_bytes).await;
+        let (response, bytes, failed) = read_all(node, &targets, max_bytes).await;
         let done = bytes >= min_bytes
             || failed
             || waits.is_empty()

@@ -161,7 +161,8 @@ fn partition_values(
                 format!("Unknown table id {}", partition.table_id),
             )
         })?;
-    let schema = &kv.table().schema;
+    let kv_table = kv.table();
+    let schema = &kv_table.schema;
     Ok(table
         .partition_keys
         .iter()
@@ -225,7 +226,8 @@ async fn insert_missing(
 }
 
 fn bad_key(kv: &KvTablet, index: usize, what: &str, e: impl std::fmt::Display) -> ApiError {
-    let schema = &kv.table().schema;
+    let table = kv.table();
+    let schema = &table.schema;
     ApiError::new(
         ErrorCode::CorruptMessage,
         format!(

@@ -37,7 +37,7 @@ struct Checked {
 }
 
 /// Walks the batch headers of `records`: whole batches only, known magic,
-/// the table's schema id. Never touches record bodies.
+/// a schema id of the table. Never touches record bodies.
 fn check_headers(table: &TableInfo, bucket: i32, records: &[u8]) -> Result<Checked, ApiError> {
     let corrupt = |position: usize, why: String| {
         ApiError::new(
@@ -74,13 +74,15 @@ fn check_headers(table: &TableInfo, bucket: i32, records: &[u8]) -> Result<Check
             ));
         }
         let schema_id = i16::from_le_bytes([rest[layout.schema_id], rest[layout.schema_id + 1]]);
-        // A header-only batch carries no rows and so no schema to check.
-        if size > layout.header_size && i32::from(schema_id) != table.schema_id {
+        // Any schema id the table has had (a writer that has not seen an
+        // ALTER TABLE yet writes the one before); readers decode each batch
+        // with its own. A header-only batch carries no rows and so no schema.
+        if size > layout.header_size && table.schema_by_id(i32::from(schema_id)).is_none() {
             return Err(ApiError::new(
                 ErrorCode::SchemaNotExist,
                 format!(
-                    "table {} bucket {bucket}: batch at byte {position} has schema id {schema_id}, but the table's schema id is {}",
-                    table.table_id, table.schema_id
+                    "table {} bucket {bucket}: batch at byte {position} has schema id {schema_id}, but the table's schema ids are {} to {}",
+                    table.table_id, crate::meta::catalog::FIRST_SCHEMA_ID, table.schema_id
                 ),
             ));
         }

@@ -54,8 +54,11 @@
 //!   clean boundary (`LogTablet::rewritten_end`) is only a hint: any
 //!   boundary gives a correct result, a low one only redoes work.
 //!
-//! Rows are decoded with the table's current schema; a changelog with
-//! batches of another schema id is not compacted (logged, retried later).
+//! Rows are decoded with the schema of their batch's schema id and
+//! rewritten at the table's current one, padded with NULLs in the columns
+//! added since (an image a reader of either schema reads the same); a batch
+//! of a schema id newer than the run's view of the table stops the run
+//! (logged, retried later).
 //!
 //! Known cost of the format: Arrow batches cannot skip offsets, so every
 //! run of survivors is its own batch. Under the default full changelog
@@ -279,7 +282,10 @@ pub fn compact(
     let Some(mut plan) = plan(log, limit, ttl_ms, options, now_ms) else {
         return Ok(Compaction::NotDue);
     };
-    let table = &**kv.table();
+    // The table as it is now: rows of every schema id up to its current one
+    // are rewritten at the current one (padded with NULLs).
+    let table = kv.table();
+    let table = &*table;
     let dirty = &plan.segments[plan.dirty_from..];
     let index = match index_segments(kv, table, dirty, options.index_bytes_max, stop) {
         Ok((index, taken)) if taken == dirty.len() => index,
@@ -420,16 +426,18 @@ fn for_each_row(
             if count <= 0 {
                 continue;
             }
-            if batch.schema_id() != table.schema_id {
+            // A batch of a schema id newer than the compaction's view of the
+            // table (altered meanwhile) waits for the next run.
+            let Some(schema) = table.schema_by_id(batch.schema_id()) else {
                 return Err(Halt::Skip(format!(
-                    "{bucket}: the changelog batch at offset {} has schema id {}, not the table's {}",
+                    "{bucket}: the changelog batch at offset {} has schema id {}, which the table's schema {} does not know",
                     batch.base_offset(),
                     batch.schema_id(),
                     table.schema_id
                 )));
-            }
+            };
             let bytes = chunk.records.slice_ref(batch.as_bytes());
-            let decoded = decode_log_batch(&bytes.into(), table.arrow_schema.clone())
+            let decoded = decode_log_batch(&bytes.into(), schema.arrow_schema.clone())
                 .map_err(|e| corrupt(batch.base_offset(), e.to_string()))?;
             let Some(types) = decoded.change_types.as_ref() else {
                 return Err(corrupt(
@@ -443,6 +451,8 @@ fn for_each_row(
                 let change = ChangeType::from_byte(byte).unwrap_or(ChangeType::UpdateBefore);
                 read_row(&decoded.records, i, &mut datums)
                     .map_err(|e| corrupt(batch.base_offset(), e.to_string()))?;
+                // An older schema's row, as the current schema reads it.
+                datums.resize(table.arity(), Datum::Null);
                 key.clear();
                 table
                     .keys

@@ -296,6 +296,21 @@ impl RowMerger {
         matches!(self.kind, Kind::Latest)
     }
 
+    /// Whether, after `outcome`, the key holds the incoming row exactly as
+    /// received: Fluss's mergers then return the incoming value itself, so
+    /// it is stored with the schema id it was written with (an older one
+    /// included), not re-encoded at the latest. True for an Insert except
+    /// a partial update's, and for an Update of the default engine's full
+    /// rows or of a versioned table whose new row wins; a merged row
+    /// (partial update, aggregation) is the sink's.
+    pub fn stores_new_row(&self, outcome: MergeOutcome) -> bool {
+        match outcome {
+            MergeOutcome::Insert => !matches!(self.kind, Kind::Partial(_)),
+            MergeOutcome::Update => matches!(self.kind, Kind::Latest | Kind::Versioned(_)),
+            MergeOutcome::Delete | MergeOutcome::NoChange => false,
+        }
+    }
+
     /// False when an upsert need not read the old value (WAL image, default
     /// engine, full-row writes, as Fluss does): `upsert` then ignores `old`
     /// and answers Update.

@@ -25,8 +25,30 @@ pub const TABLE_KV_FORMAT: &str = "table.kv.format";
 /// (`kv::changelog_compaction`); a primary-key changelog is never deleted.
 pub const TABLE_LOG_TTL: &str = "table.log.ttl";
 
-/// A primary-key table as its KV tablets see it. Immutable; shared as
-/// `Arc<KvTable>` by every bucket of the table (and of its partitions).
+/// One schema of a primary-key table as the KV path reads it: stored
+/// values and changelog batches carry the id of the schema they were
+/// written with, and are decoded with that schema's codecs.
+#[derive(Debug)]
+pub struct KvSchema {
+    /// The schema id.
+    pub schema_id: i16,
+    /// The schema.
+    pub schema: Arc<Schema>,
+    /// The codec of stored rows written with this schema.
+    pub rows: RowCodec,
+    /// The Arrow schema of changelog batches written with this schema.
+    pub arrow_schema: SchemaRef,
+}
+
+/// A primary-key table as its KV tablets see it, at one schema id.
+/// Immutable; shared as `Arc<KvTable>` by every bucket of the table (and of
+/// its partitions). An ALTER TABLE builds a new one, which the tablets
+/// swap in (`KvTablet::set_table`).
+///
+/// Schemas only evolve by columns added last (Fluss 0.9.1's only schema
+/// change), so every older schema is a prefix of the latest: a row of an
+/// older schema is the latest schema's row with NULLs in the columns it
+/// lacks (Fluss's `PaddingRow`), and key and bucket positions never move.
 #[derive(Debug)]
 pub struct KvTable {
     /// The schema id rows are written with (the table's current schema).
@@ -35,6 +57,9 @@ pub struct KvTable {
     pub schema: Arc<Schema>,
     /// The stored-row codec (`table.kv.format`: COMPACTED or INDEXED).
     pub rows: RowCodec,
+    /// Every schema of the table by id, ascending and contiguous, the
+    /// current one last.
+    pub schemas: Vec<KvSchema>,
     /// Column positions of the physical primary key (the primary key minus
     /// partition keys, in primary-key order): what a stored key encodes.
     pub key_positions: Vec<usize>,
@@ -70,9 +95,9 @@ fn is_nested(kind: &TypeKind) -> bool {
 }
 
 impl KvTable {
-    /// Derives the KV view of a table, refusing what Fluss refuses for
-    /// primary-key tables (and what Fjord does not support yet) with Fluss's
-    /// error code and a message naming the problem.
+    /// Derives the KV view of a table with one schema, refusing what Fluss
+    /// refuses for primary-key tables (and what Fjord does not support yet)
+    /// with Fluss's error code and a message naming the problem.
     pub fn new(
         schema: Arc<Schema>,
         schema_id: i32,
@@ -80,6 +105,34 @@ impl KvTable {
         bucket_keys: &[String],
         properties: &BTreeMap<String, String>,
     ) -> Result<Self, ApiError> {
+        Self::with_schemas(
+            &[schema],
+            schema_id,
+            partition_keys,
+            bucket_keys,
+            properties,
+        )
+    }
+
+    /// [`KvTable::new`] for a table whose schemas are `schemas`, with ids
+    /// `first_schema_id`, `first_schema_id + 1`, ..., the current one last.
+    /// Each schema must be a prefix of the next (columns are only added
+    /// last); the current one is checked as [`KvTable::new`] checks it.
+    pub fn with_schemas(
+        schemas: &[Arc<Schema>],
+        first_schema_id: i32,
+        partition_keys: &[String],
+        bucket_keys: &[String],
+        properties: &BTreeMap<String, String>,
+    ) -> Result<Self, ApiError> {
+        let Some(schema) = schemas.last().cloned() else {
+            return Err(invalid_table("a table has at least one schema".into()));
+        };
+        let schema_id = i32::try_from(schemas.len() - 1)
+            .ok()
+            .filter(|_| first_schema_id >= 1)
+            .and_then(|n| first_schema_id.checked_add(n))
+            .ok_or_else(|| invalid_table("schema ids start at 1 and fit 16 bits".into()))?;
         let Some(primary_key) = schema.primary_key() else {
             return Err(ApiError::new(
                 ErrorCode::NonPrimaryKeyTableException,
@@ -158,14 +211,47 @@ impl KvTable {
                 })
             })
             .transpose()?;
-        let schema_id = i16::try_from(schema_id).map_err(|_| {
-            invalid_table(format!(
-                "schema id {schema_id} does not fit a KV batch header"
-            ))
-        })?;
+        let schema_id = i16::try_from(schema_id)
+            .ok()
+            .filter(|&id| id >= 1)
+            .ok_or_else(|| {
+                invalid_table(format!(
+                    "schema id {schema_id} does not fit a KV batch header"
+                ))
+            })?;
+        let first = schema_id - (schemas.len() as i16 - 1);
+        let mut versions = Vec::with_capacity(schemas.len());
+        for (i, older) in schemas.iter().enumerate() {
+            let prefix = older.columns().len() <= columns.len()
+                && older
+                    .columns()
+                    .iter()
+                    .zip(columns)
+                    .all(|(a, b)| a.name == b.name && a.data_type == b.data_type);
+            if !prefix || older.primary_key() != schema.primary_key() {
+                return Err(invalid_table(format!(
+                    "schema {} is not a prefix of the current schema {schema_id}: schemas only evolve by columns added last",
+                    first + i as i16
+                )));
+            }
+            let older_types: Vec<DataType> = older
+                .columns()
+                .iter()
+                .map(|c| c.data_type.clone())
+                .collect();
+            versions.push(KvSchema {
+                schema_id: first + i as i16,
+                rows: RowCodec::new(format, &older_types).map_err(|e| {
+                    invalid_table(format!("the rows of this table cannot be stored: {e}"))
+                })?,
+                arrow_schema: to_arrow_schema(older),
+                schema: Arc::clone(older),
+            });
+        }
         Ok(Self {
             schema_id,
             arrow_schema: to_arrow_schema(&schema),
+            schemas: versions,
             schema,
             rows,
             key_positions,
@@ -176,6 +262,19 @@ impl KvTable {
             compression,
             log_ttl_ms,
         })
+    }
+
+    /// The schema of `schema_id`, if the table has it.
+    pub fn schema_by_id(&self, schema_id: i16) -> Option<&KvSchema> {
+        let first = self.schemas.first()?.schema_id;
+        let index = usize::try_from(schema_id.checked_sub(first)?).ok()?;
+        self.schemas.get(index)
+    }
+
+    /// The number of columns of the current schema: every row a tablet
+    /// merges or writes to the changelog has this many fields.
+    pub fn arity(&self) -> usize {
+        self.schema.columns().len()
     }
 
     /// Whether the table keeps a live row count: not under the WAL

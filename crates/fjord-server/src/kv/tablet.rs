@@ -142,7 +142,15 @@ struct Pending {
 type MergerKey = (Option<Vec<usize>>, AggMode);
 
 /// What the put path owns under the write lock, reused batch after batch.
+///
+/// Everything from `table` down to `encoder` is derived from one schema
+/// (the table's latest when it was built); a put that finds the tablet's
+/// table swapped ([`KvTablet::set_table`]) rebuilds it first.
 struct WriteState {
+    /// The table view the schema-derived state below was built for.
+    table: Arc<KvTable>,
+    /// The INDEXED row layout of its latest schema, for INDEXED tables.
+    indexed_layout: Option<IndexedRowDecoder>,
     pending: Pending,
     /// Live rows including pending batches.
     rows: i64,
@@ -170,6 +178,31 @@ struct WriteState {
 fn recycle<'a, 'b>(mut v: Vec<Datum<'a>>) -> Vec<Datum<'b>> {
     v.clear();
     v.into_iter().map(|_| Datum::Null).collect()
+}
+
+/// Decodes a stored value (`schemaId ‖ row`) with the codec of its schema
+/// id, padded with NULLs to the table's current schema (Fluss's
+/// `PaddingRow`: columns are only ever added last).
+fn decode_stored<'a>(
+    table: &KvTable,
+    value: &'a [u8],
+    out: &mut Vec<Datum<'a>>,
+) -> Result<(), String> {
+    let (id, row) = match value {
+        [a, b, row @ ..] => (i16::from_le_bytes([*a, *b]), row),
+        _ => return Err(format!("a value of {} bytes has no schema id", value.len())),
+    };
+    let rows = if id == table.schema_id {
+        &table.rows
+    } else {
+        &table
+            .schema_by_id(id)
+            .ok_or_else(|| format!("the value has schema id {id}, which the table does not have"))?
+            .rows
+    };
+    rows.decode(row, out).map_err(|e| e.to_string())?;
+    out.resize(table.arity(), Datum::Null);
+    Ok(())
 }
 
 /// Writes a merged row into the stored-value buffer in the table's row
@@ -251,12 +284,12 @@ impl RowSink for StoredRowSink<'_, '_> {
 
 /// One bucket of a primary-key table. Share it as `Arc<KvTablet>`.
 pub struct KvTablet {
-    table: Arc<KvTable>,
+    /// The table's current view; swapped on ALTER TABLE (read once per
+    /// batch, never per record).
+    table: RwLock<Arc<KvTable>>,
     bucket: TableBucket,
     log: Arc<LogTablet>,
     store: KvStore,
-    /// The INDEXED row layout, for INDEXED tables.
-    indexed_layout: Option<IndexedRowDecoder>,
     write: Mutex<WriteState>,
     /// Committed changes not yet in the store.
     committed: RwLock<Committed>,
@@ -447,19 +480,15 @@ fn corrupt_record(bucket: TableBucket, what: String) -> ApiError {
     )
 }
 
-impl KvTablet {
-    /// Opens the tablet of `bucket` over its changelog `log` and its store,
-    /// bringing the store up to the changelog's high watermark (blocking:
-    /// call it from a blocking context).
-    pub fn open(
-        table: Arc<KvTable>,
-        bucket: TableBucket,
-        log: Arc<LogTablet>,
-        store: KvStore,
-        write_buffer_bytes: usize,
-        row_cache: Arc<RowCacheBudget>,
-    ) -> Result<Self, ApiError> {
-        let storage = |e| storage_error(bucket, e);
+/// The part of [`WriteState`] derived from the table's latest schema.
+struct SchemaState {
+    encoder: ArrowLogEncoder,
+    columns: ColumnsBuilder,
+    indexed_layout: Option<IndexedRowDecoder>,
+}
+
+impl SchemaState {
+    fn new(table: &KvTable) -> Result<Self, ApiError> {
         let encoder = ArrowLogEncoder::new(table.arrow_schema.clone(), table.compression)
             .map_err(|e| ApiError::new(ErrorCode::UnknownServerError, e.to_string()))?;
         let columns = ColumnsBuilder::new(table.arrow_schema.clone())
@@ -479,6 +508,44 @@ impl KvTablet {
                 }
                 RowFormat::Compacted => None,
             };
+        Ok(Self {
+            encoder,
+            columns,
+            indexed_layout,
+        })
+    }
+}
+
+impl WriteState {
+    /// Rebuilds the schema-derived state for `table` (a swapped-in view):
+    /// encoder, column builders, row layout; cached mergers are dropped
+    /// (they were built for the old schema). Nothing is pending in the
+    /// builders between puts, so nothing is lost.
+    fn switch_to(&mut self, table: Arc<KvTable>) -> Result<(), ApiError> {
+        let state = SchemaState::new(&table)?;
+        self.encoder = state.encoder;
+        self.columns = state.columns;
+        self.indexed_layout = state.indexed_layout;
+        self.mergers.clear();
+        self.table = table;
+        Ok(())
+    }
+}
+
+impl KvTablet {
+    /// Opens the tablet of `bucket` over its changelog `log` and its store,
+    /// bringing the store up to the changelog's high watermark (blocking:
+    /// call it from a blocking context).
+    pub fn open(
+        table: Arc<KvTable>,
+        bucket: TableBucket,
+        log: Arc<LogTablet>,
+        store: KvStore,
+        write_buffer_bytes: usize,
+        row_cache: Arc<RowCacheBudget>,
+    ) -> Result<Self, ApiError> {
+        let storage = |e| storage_error(bucket, e);
+        let schema_state = SchemaState::new(&table)?;
         let mut applied = store.applied().map_err(storage)?;
         let high_watermark = log.high_watermark();
         if applied.offset > high_watermark || applied.offset < log.log_start_offset() {
@@ -497,12 +564,14 @@ impl KvTablet {
         }
         let tablet = Self {
             write: Mutex::new(WriteState {
+                table: Arc::clone(&table),
+                indexed_layout: schema_state.indexed_layout,
                 pending: Pending::default(),
                 rows: applied.row_count,
                 mergers: Vec::new(),
-                columns,
+                columns: schema_state.columns,
                 change_types: Vec::new(),
-                encoder,
+                encoder: schema_state.encoder,
                 changelog: Vec::new(),
                 merged: Vec::new(),
                 staged: Vec::new(),
@@ -518,8 +587,7 @@ impl KvTablet {
             flush: Mutex::new(applied),
             write_buffer_bytes,
             row_cache,
-            indexed_layout,
-            table,
+            table: RwLock::new(table),
             bucket,
             log,
             store,
@@ -678,9 +746,17 @@ impl KvTablet {
         Ok(())
     }
 
-    /// The table this tablet belongs to.
-    pub fn table(&self) -> &Arc<KvTable> {
-        &self.table
+    /// The table this tablet belongs to, at its current schema.
+    pub fn table(&self) -> Arc<KvTable> {
+        Arc::clone(&read(&self.table))
+    }
+
+    /// Swaps in the table's view at a new schema (ALTER TABLE). The next
+    /// put rebuilds its schema-derived state from it and writes the
+    /// changelog at its schema id; batches and stored values of every
+    /// earlier schema id stay readable (the view keeps their codecs).
+    pub fn set_table(&self, table: Arc<KvTable>) {
+        *write(&self.table) = table;
     }
 
     /// The bucket's changelog.
@@ -719,27 +795,34 @@ impl KvTablet {
         now_ms: i64,
     ) -> Result<PutOutcome, ApiError> {
         let bucket = self.bucket;
-        let table = &*self.table;
         let batch = KvBatch::validate(records).map_err(|e| {
             ApiError::new(
                 ErrorCode::CorruptMessage,
                 format!("{bucket}: the KV batch is corrupt: {e}"),
             )
         })?;
-        if batch.schema_id() != table.schema_id {
+        let mut guard = lock(&self.write);
+        let st = &mut *guard;
+        let current = self.table();
+        if !Arc::ptr_eq(&st.table, &current) {
+            st.switch_to(current)?;
+        }
+        let table = Arc::clone(&st.table);
+        let table = &*table;
+        // As Fluss's KvTablet.validateSchemaId: any schema id the table has
+        // had (Fjord's ids start at 1); rows of an older one are read with
+        // its schema and padded with NULLs to the latest.
+        if batch.schema_id() > table.schema_id || batch.schema_id() < 1 {
             return Err(ApiError::new(
                 ErrorCode::SchemaNotExist,
                 format!(
-                    "{bucket}: the KV batch has schema id {}, but the table's schema id is {}",
+                    "{bucket}: Invalid schema id: {}, latest schema id: {}",
                     batch.schema_id(),
                     table.schema_id
                 ),
             ));
         }
         let targets = target_positions(table, target_columns)?;
-
-        let mut guard = lock(&self.write);
-        let st = &mut *guard;
         if st.pending.bytes >= PENDING_BYTES_MAX {
             return Err(ApiError::new(
                 ErrorCode::StorageBackpressureException,
@@ -851,7 +934,8 @@ impl KvTablet {
         partition_values: &[(usize, &str)],
         now_ms: i64,
     ) -> Result<PutOutcome, ApiError> {
-        let table = &*self.table;
+        let table = self.table();
+        let table = &*table;
         let arity = table.schema.columns().len();
         let mut batch = KvBatchBuilder::start(Vec::new(), table.schema_id, -1, -1);
         let mut key_datums = Vec::new();
@@ -905,13 +989,25 @@ impl KvTablet {
         row_delta: &mut i64,
     ) -> Result<(), ApiError> {
         let bucket = self.bucket;
-        let table = &*self.table;
+        let table = Arc::clone(&st.table);
+        let table = &*table;
+        let arity = table.arity();
+        // The codec of the batch's rows: its schema id's (checked by `put`).
+        let batch_schema_id = batch.schema_id();
+        let batch_rows = &table
+            .schema_by_id(batch_schema_id)
+            .ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::SchemaNotExist,
+                    format!("{bucket}: the table has no schema {batch_schema_id}"),
+                )
+            })?
+            .rows;
         let counts_rows = table.counts_rows();
         let full_image = counts_rows;
-        let (passes_through, old_for_upsert, old_for_delete) = {
+        let (old_for_upsert, old_for_delete) = {
             let m = &st.mergers[merger].1;
             (
-                m.passes_new_row_through(),
                 m.needs_old_value_for_upsert(),
                 m.needs_old_value_for_delete(),
             )
@@ -932,14 +1028,13 @@ impl KvTablet {
             } else {
                 None
             };
-            let result = (|| -> Result<Option<bool>, ApiError> {
+            let result = (|| -> Result<Option<(bool, bool)>, ApiError> {
                 // Reused across records; lost only on the error path.
                 let mut old_datums = recycle(std::mem::take(&mut st.old_datums));
                 let mut new_datums = recycle(std::mem::take(&mut st.new_datums));
                 let mut merged_datums = recycle(std::mem::take(&mut st.merged_datums));
                 if let Some(old) = &old {
-                    let row = old.get(SCHEMA_ID_BYTES..).unwrap_or_default();
-                    table.rows.decode(row, &mut old_datums).map_err(|e| {
+                    decode_stored(table, &old[..], &mut old_datums).map_err(|e| {
                         ApiError::new(
                             ErrorCode::KvStorageException,
                             format!("{bucket}: a stored row does not decode: {e}"),
@@ -948,23 +1043,29 @@ impl KvTablet {
                 }
                 let old_row = old.as_ref().map(|_| &old_datums[..]);
                 let mut sink =
-                    StoredRowSink::new(table, self.indexed_layout.as_ref(), &mut st.merged);
+                    StoredRowSink::new(table, st.indexed_layout.as_ref(), &mut st.merged);
                 let outcome = match record.row {
                     Some(row) => {
-                        table.rows.decode(row, &mut new_datums).map_err(|e| {
+                        batch_rows.decode(row, &mut new_datums).map_err(|e| {
                             corrupt_record(
                                 bucket,
-                                format!("record {index}: the row does not match the table's schema: {e}"),
+                                format!("record {index}: the row does not match the table's schema {batch_schema_id}: {e}"),
                             )
                         })?;
+                        // A row of an older schema reads as NULL in the
+                        // columns added since (Fluss's PaddingRow).
+                        new_datums.resize(arity, Datum::Null);
                         st.mergers[merger].1.upsert(old_row, &new_datums, &mut sink)
                     }
                     None => st.mergers[merger].1.delete(old_row, &mut sink),
                 }
                 .map_err(|e| prefix_error(bucket, e.into()))?;
+                // Whether the key now holds the new row exactly as
+                // received, as Fluss stores it (with the batch's schema id).
+                let as_received = st.mergers[merger].1.stores_new_row(outcome);
                 let new_value: Option<&[u8]> = match outcome {
                     MergeOutcome::Insert | MergeOutcome::Update => {
-                        if passes_through {
+                        if as_received {
                             None
                         } else {
                             sink.finish()?;
@@ -982,7 +1083,7 @@ impl KvTablet {
                     }
                     MergeOutcome::Delete | MergeOutcome::NoChange => None,
                 };
-                let new_row: &[Datum<'_>] = if passes_through {
+                let new_row: &[Datum<'_>] = if as_received {
                     &new_datums
                 } else {
                     &merged_datums
@@ -1043,16 +1144,18 @@ impl KvTablet {
                 st.old_datums = recycle(old_datums);
                 st.new_datums = recycle(new_datums);
                 st.merged_datums = recycle(merged_datums);
-                Ok(staged_value)
+                Ok(staged_value.map(|puts| (puts, as_received)))
             })();
-            let Some(puts) = result? else {
+            let Some((puts, as_received)) = result? else {
                 continue;
             };
             let key = KvKey::new(record.key, arena);
             let value = if puts {
-                Some(if passes_through {
+                Some(if as_received {
+                    // Stored as received, with the schema id it was
+                    // written with; readers decode it with that schema.
                     KvRow::new(
-                        &table.schema_id.to_le_bytes(),
+                        &batch_schema_id.to_le_bytes(),
                         record.row.unwrap_or_default(),
                         arena,
                     )
@@ -1185,7 +1288,8 @@ impl KvTablet {
     /// keys actually hold, so a replay over them changes nothing.
     fn replay(&self, from: AppliedState, to: i64) -> Result<AppliedState, ApiError> {
         let bucket = self.bucket;
-        let table = &*self.table;
+        let table = self.table();
+        let table = &*table;
         let storage = |e| storage_error(bucket, e);
         let corrupt = |offset: i64, why: String| {
             ApiError::new(
@@ -1218,8 +1322,17 @@ impl KvTablet {
                     break;
                 }
                 if batch.record_count() > 0 {
+                    // Each batch is read with the schema it was written
+                    // with, and its rows stored with that schema's codec.
+                    let schema_id = batch.schema_id();
+                    let schema = table.schema_by_id(schema_id).ok_or_else(|| {
+                        corrupt(
+                            batch.base_offset(),
+                            format!("it has schema id {schema_id}, which the table does not have"),
+                        )
+                    })?;
                     let bytes = chunk.records.slice_ref(batch.as_bytes());
-                    let decoded = decode_log_batch(&bytes.into(), table.arrow_schema.clone())
+                    let decoded = decode_log_batch(&bytes.into(), schema.arrow_schema.clone())
                         .map_err(|e| corrupt(batch.base_offset(), e.to_string()))?;
                     let Some(types) = decoded.change_types.as_ref() else {
                         return Err(corrupt(
@@ -1227,7 +1340,6 @@ impl KvTablet {
                             "an append-only batch in a primary-key table's changelog".into(),
                         ));
                     };
-                    let schema_id = batch.schema_id();
                     for (row, &change) in types.as_slice().iter().enumerate() {
                         let change =
                             ChangeType::from_byte(change).unwrap_or(ChangeType::UpdateBefore);
@@ -1237,6 +1349,9 @@ impl KvTablet {
                         let mut row_datums = recycle(std::mem::take(&mut datums));
                         read_row(&decoded.records, row, &mut row_datums)
                             .map_err(|e| corrupt(batch.base_offset(), e.to_string()))?;
+                        let width = row_datums.len();
+                        // The key encoder reads rows of the current schema.
+                        row_datums.resize(table.arity(), Datum::Null);
                         key.clear();
                         table
                             .keys
@@ -1247,9 +1362,9 @@ impl KvTablet {
                         } else {
                             value.clear();
                             value.extend_from_slice(&schema_id.to_le_bytes());
-                            table
+                            schema
                                 .rows
-                                .encode(&row_datums, &mut value)
+                                .encode(&row_datums[..width], &mut value)
                                 .map_err(|e| corrupt(batch.base_offset(), e.to_string()))?;
                             Some(KvRow::copy_from_slice(&value))
                         };
@@ -1282,7 +1397,9 @@ impl KvTablet {
 
     /// The live row count, if the table keeps one (committed rows).
     pub fn row_count(&self) -> Option<i64> {
-        self.table.counts_rows().then(|| self.applied().row_count)
+        read(&self.table)
+            .counts_rows()
+            .then(|| self.applied().row_count)
     }
 }
 

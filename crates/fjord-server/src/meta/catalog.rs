@@ -5,16 +5,20 @@
 //! Tree layout (all node data is JSON with a `version` field):
 //! ```text
 //! /databases/<db>            {"version":1,"database_json":"..","created_time":..,"modified_time":..}
-//! /databases/<db>/<table>    {"version":1,"table_id":..,"schema_id":1,"bucket_count":..,
-//!                             "created_time":..,"modified_time":..,"table":{<Fluss table JSON>}}
+//! /databases/<db>/<table>    {"version":1,"table_id":..,"schema_id":..,"bucket_count":..,
+//!                             "created_time":..,"modified_time":..,"table":{<Fluss table JSON>},
+//!                             "schemas":[{"schema_id":1,"schema":{..}},..]}
 //! /ids/table                 next table id, decimal
 //! /ids/writer                first writer id not yet reserved, decimal
 //! /ids/partition             next partition id, decimal
 //! /partitions/<table_id>/<partition name>
 //!                            {"version":1,"partition_id":..,"created_time":..}
 //! ```
-//! A table is one node, so creating or dropping it is one atomic store
-//! operation; a partition is one node too. Partitions live outside the
+//! A table is one node, so creating, altering or dropping it is one atomic
+//! store operation; a partition is one node too. The `table` descriptor
+//! holds the current schema (id `schema_id`); `schemas` holds every earlier
+//! one by id (absent while the table has one schema), so an ALTER TABLE is
+//! one conditional write of the node and every schema id stays readable. Partitions live outside the
 //! table's node (keyed by table id) so dropping a table stays one atomic
 //! delete; partition nodes left by a crash between that delete and their
 //! own are removed on the next open. The by-id indexes are rebuilt from the
@@ -79,7 +83,8 @@ pub const WRITER_ID_BLOCK: i64 = 1000;
 /// metadata write instead of two; ids stay unique and never reused (a
 /// restart skips the rest of the reserved block).
 pub const PARTITION_ID_BLOCK: i64 = 100;
-/// The schema id of a table's first (and, before ALTER exists, only) schema.
+/// The schema id of a table's first schema; each ALTER TABLE that adds
+/// columns makes the next id (Fluss's `currentSchemaId + 1`).
 pub const FIRST_SCHEMA_ID: i32 = 1;
 /// How often an id allocation retries a lost compare-and-set before giving
 /// up; only concurrent allocators in this process can race.
@@ -112,14 +117,28 @@ pub struct DatabaseInfo {
     pub modified_ms: i64,
 }
 
-/// A log table as stored; immutable once created (shared as `Arc`).
+/// One schema of a table, by id: what GetTableSchema answers and what
+/// batches written with that id are read with.
+#[derive(Debug)]
+pub struct TableSchema {
+    /// The schema id ([`FIRST_SCHEMA_ID`] for the schema the table was
+    /// created with; each ALTER TABLE that adds columns adds one).
+    pub schema_id: i32,
+    /// The schema JSON, as stored.
+    pub schema_json: Vec<u8>,
+    /// The schema, parsed once.
+    pub schema: Arc<fjord_format::Schema>,
+}
+
+/// A table as stored; immutable (shared as `Arc`): an ALTER TABLE replaces
+/// it in the catalog with a new one.
 #[derive(Debug, Clone)]
 pub struct TableInfo {
     /// The table's id, unique for the life of the data dir.
     pub table_id: i64,
     /// Database and table name.
     pub path: TablePath,
-    /// The id of the table's current schema.
+    /// The id of the table's current (latest) schema.
     pub schema_id: i32,
     /// Number of buckets (≥ 1).
     pub bucket_count: i32,
@@ -130,6 +149,10 @@ pub struct TableInfo {
     pub schema_json: Vec<u8>,
     /// The schema, parsed once (projection plans, validation).
     pub schema: Arc<fjord_format::Schema>,
+    /// Every schema the table has had, by id: ids [`FIRST_SCHEMA_ID`] to
+    /// `schema_id`, ascending, the current one last. Batches and stored
+    /// values keep the id they were written with.
+    pub schemas: Arc<[TableSchema]>,
     /// Partition key column names, in order; empty for a non-partitioned
     /// table.
     pub partition_keys: Vec<String>,
@@ -154,6 +177,12 @@ impl TableInfo {
     /// Has the table a primary key?
     pub fn has_primary_key(&self) -> bool {
         self.kv.is_some()
+    }
+
+    /// The schema of `schema_id`, if the table has (had) it.
+    pub fn schema_by_id(&self, schema_id: i32) -> Option<&TableSchema> {
+        let index = usize::try_from(schema_id.checked_sub(FIRST_SCHEMA_ID)?).ok()?;
+        self.schemas.get(index)
     }
 }
 
@@ -996,7 +1025,42 @@ fn table_info_from_record(path: TablePath, rec: &Value, node: &str) -> Result<Ta
     let schema = table
         .get("schema")
         .ok_or_else(|| corrupt(node, "no schema"))?;
-    let parsed = fjord_format::json::schema_from_json(schema).map_err(|e| corrupt(node, e))?;
+    let schema_id = i32::try_from(int("schema_id")?)
+        .ok()
+        .filter(|&id| id >= FIRST_SCHEMA_ID)
+        .ok_or_else(|| corrupt(node, "schema_id is out of range"))?;
+    // Every earlier schema by id, then the current one: ids
+    // FIRST_SCHEMA_ID..=schema_id, each present exactly once.
+    let earlier: &[Value] = match rec.get("schemas") {
+        None | Some(Value::Null) => &[],
+        Some(Value::Array(list)) => list,
+        Some(_) => return Err(corrupt(node, "schemas is not a list")),
+    };
+    if earlier.len() as i64 != i64::from(schema_id - FIRST_SCHEMA_ID) {
+        return Err(corrupt(
+            node,
+            format!(
+                "schema {schema_id} is current, but {} earlier schemas are stored",
+                earlier.len()
+            ),
+        ));
+    }
+    let mut schemas = Vec::with_capacity(earlier.len() + 1);
+    for (i, entry) in earlier.iter().enumerate() {
+        let id = FIRST_SCHEMA_ID + i as i32;
+        if entry.get("schema_id").and_then(Value::as_i64) != Some(i64::from(id)) {
+            return Err(corrupt(
+                node,
+                format!("schema {id} is missing or out of order"),
+            ));
+        }
+        let json = entry
+            .get("schema")
+            .ok_or_else(|| corrupt(node, format!("schema {id} has no schema")))?;
+        schemas.push(table_schema(id, json).map_err(|e| corrupt(node, e))?);
+    }
+    schemas.push(table_schema(schema_id, schema).map_err(|e| corrupt(node, e))?);
+    let parsed = Arc::clone(&schemas[schemas.len() - 1].schema);
     let partition_keys: Vec<String> = table
         .get("partition_key")
         .and_then(Value::as_array)
@@ -1014,7 +1078,6 @@ fn table_info_from_record(path: TablePath, rec: &Value, node: &str) -> Result<Ta
     let auto_partition = AutoPartitionStrategy::from_properties(props, &partition_keys)
         .map_err(|e| corrupt(node, e))?
         .map(Arc::new);
-    let parsed = Arc::new(parsed);
     let kv = if parsed.primary_key().is_some() {
         let strings = |v: Option<&Value>| -> Vec<String> {
             v.and_then(Value::as_array)
@@ -1029,9 +1092,11 @@ fn table_info_from_record(path: TablePath, rec: &Value, node: &str) -> Result<Ta
             .iter()
             .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
             .collect();
-        let table_kv = crate::kv::KvTable::new(
-            Arc::clone(&parsed),
-            int("schema_id")? as i32,
+        let all: Vec<Arc<fjord_format::Schema>> =
+            schemas.iter().map(|s| Arc::clone(&s.schema)).collect();
+        let table_kv = crate::kv::KvTable::with_schemas(
+            &all,
+            FIRST_SCHEMA_ID,
             &partition_keys,
             &strings(table.get("bucket_key")),
             &properties,
@@ -1046,9 +1111,10 @@ fn table_info_from_record(path: TablePath, rec: &Value, node: &str) -> Result<Ta
         partition_keys,
         auto_partition,
         schema: parsed,
+        schemas: schemas.into(),
         table_id: int("table_id")?,
         path,
-        schema_id: int("schema_id")? as i32,
+        schema_id,
         bucket_count: int("bucket_count")? as i32,
         table_json: table.to_string().into_bytes(),
         schema_json: schema.to_string().into_bytes(),
@@ -1057,12 +1123,24 @@ fn table_info_from_record(path: TablePath, rec: &Value, node: &str) -> Result<Ta
     })
 }
 
+/// The [`TableSchema`] of id `schema_id` from its stored JSON.
+fn table_schema(schema_id: i32, json: &Value) -> Result<TableSchema, String> {
+    let schema = fjord_format::json::schema_from_json(json)
+        .map_err(|e| format!("schema {schema_id} is invalid: {e}"))?;
+    Ok(TableSchema {
+        schema_id,
+        schema_json: json.to_string().into_bytes(),
+        schema: Arc::new(schema),
+    })
+}
+
+/// What the catalog's tests (here and in its submodules) open and create.
 #[cfg(test)]
-mod tests {
+mod tests_support {
     use super::*;
     use crate::meta::store::FileMetaStore;
 
-    fn options() -> CatalogOptions {
+    pub fn options() -> CatalogOptions {
         CatalogOptions {
             default_bucket_count: 1,
             bucket_count_max: 128,
@@ -1071,19 +1149,29 @@ mod tests {
         }
     }
 
-    fn open(dir: &std::path::Path) -> Catalog {
+    /// The catalog of the data dir `dir`.
+    pub fn open(dir: &std::path::Path) -> Catalog {
         let store = Arc::new(FileMetaStore::open(dir).unwrap());
         Catalog::open(store, options()).unwrap()
     }
 
-    fn path(t: &str) -> TablePath {
+    /// `db.<t>`.
+    pub fn path(t: &str) -> TablePath {
         TablePath {
             database: "db".into(),
             table: t.into(),
         }
     }
 
-    const LOG_TABLE: &str = r#"{"version":1,"schema":{"version":1,"columns":[{"name":"a","data_type":{"type":"INTEGER"}},{"name":"b","data_type":{"type":"STRING"}}]},"partition_key":[],"bucket_key":["a"],"bucket_count":3,"properties":{},"custom_properties":{}}"#;
+    /// A log table: a INT, b STRING, three buckets by a.
+    pub const LOG_TABLE: &str = r#"{"version":1,"schema":{"version":1,"columns":[{"name":"a","data_type":{"type":"INTEGER"}},{"name":"b","data_type":{"type":"STRING"}}]},"partition_key":[],"bucket_key":["a"],"bucket_count":3,"properties":{},"custom_properties":{}}"#;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tests_support::*;
+    use super::*;
+    use crate::meta::store::FileMetaStore;
 
     fn check_refused(json: &str, code: ErrorCode, needle: &str) {
         let dir = tempfile::tempdir().unwrap();
@@ -1363,7 +1451,7 @@ mod tests {
                 .create_table(&path("t"), json.as_bytes(), false)
                 .unwrap()
                 .unwrap();
-            c.create_partition(&t, vec!["x".into()], false, |_| Ok(()))
+            c.create_partition(&t, vec!["x".into()], false, |_, _| Ok(()))
                 .unwrap();
             t.table_id
         };
@@ -1394,10 +1482,10 @@ mod tests {
                 .unwrap()
                 .unwrap();
             let p = c
-                .create_partition(&t, vec!["x".into()], false, |_| Ok(()))
+                .create_partition(&t, vec!["x".into()], false, |_, _| Ok(()))
                 .unwrap()
                 .unwrap();
-            let failed = c.create_partition(&t, vec!["y".into()], false, |_| {
+            let failed = c.create_partition(&t, vec!["y".into()], false, |_, _| {
                 Err(ApiError::new(ErrorCode::StorageException, "disk full"))
             });
             assert_eq!(failed.unwrap_err().code(), ErrorCode::StorageException);

@@ -116,8 +116,8 @@ impl Catalog {
     }
 
     /// Creates the partition `values` of `table`: checks `max.partition.num`,
-    /// allocates an id, stores it, runs `open_tablets` (the partition's log
-    /// tablets), and only then publishes it to lookups, so no client learns
+    /// allocates an id, stores it, runs `open_tablets` with the table as it
+    /// is now (the partition's log tablets), and only then publishes it to lookups, so no client learns
     /// of a partition it cannot write. Returns `None` if it existed and
     /// `ignore_if_exists` was set.
     pub fn create_partition(
@@ -125,15 +125,17 @@ impl Catalog {
         table: &TableInfo,
         values: Vec<String>,
         ignore_if_exists: bool,
-        open_tablets: impl FnOnce(&PartitionInfo) -> Result<(), ApiError>,
+        open_tablets: impl FnOnce(&TableInfo, &PartitionInfo) -> Result<(), ApiError>,
     ) -> Result<Option<Arc<PartitionInfo>>, ApiError> {
         let _serial = self.partition_ops.lock().unwrap_or_else(|p| p.into_inner());
         let name = partition_name(values.iter().map(String::as_str));
-        let count = {
+        let (count, latest) = {
             let index = self.tables.read().unwrap_or_else(|p| p.into_inner());
-            if !index.by_id.contains_key(&table.table_id) {
+            // The table as it is now: an ALTER TABLE may have replaced the
+            // caller's copy, and the tablets must open at the latest schema.
+            let Some(latest) = index.by_id.get(&table.table_id).cloned() else {
                 return Err(super::table_not_exist(&table.path));
-            }
+            };
             let parts = index.partitions_by_table.get(&table.table_id);
             if parts.is_some_and(|p| p.contains_key(&name)) {
                 return if ignore_if_exists {
@@ -148,7 +150,7 @@ impl Catalog {
                     ))
                 };
             }
-            parts.map_or(0, |p| p.len())
+            (parts.map_or(0, |p| p.len()), latest)
         };
         if count + 1 > self.options.partition_count_max {
             return Err(ApiError::new(
@@ -182,7 +184,7 @@ impl Catalog {
             values,
             created_ms,
         };
-        if let Err(e) = open_tablets(&info) {
+        if let Err(e) = open_tablets(&latest, &info) {
             // Without tablets the partition is unusable: undo so the
             // client can retry cleanly.
             if let Err(undo) = self.store.delete(&node, None) {
