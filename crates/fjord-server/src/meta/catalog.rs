@@ -34,8 +34,10 @@ use crate::error::{ApiError, ErrorCode};
 use crate::meta::auto_partition::AutoPartitionStrategy;
 use crate::meta::store::{MetaError, MetaStore};
 
+pub mod alter;
 pub mod partitions;
 
+pub use alter::{ColumnChange, OptionChange, TableAlteration};
 pub use partitions::PartitionInfo;
 
 /// Every table option (`table.*`) of Fluss 0.9.1's `ConfigOptions`: the keys
