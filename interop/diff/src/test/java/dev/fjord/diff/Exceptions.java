@@ -25,7 +25,7 @@ final class Exceptions {
             rule("^ApiVersions \\(coordinator\\)",
                     "^/apiVersions/(1014|1015|1016|1017|1021|1026|1033|1034|1059): fluss=<absent>", ONE_PORT),
             rule("^ApiVersions (\\(tablet server\\)|after errors)",
-                    "^/apiVersions/(1001|1002|1005|1006|1036|1037): fluss=<absent>", ONE_PORT),
+                    "^/apiVersions/(1001|1002|1005|1006|1036|1037|1044): fluss=<absent>", ONE_PORT),
             rule("^ApiVersions", "^/apiVersions/1061: fluss=<absent> fjord=0\\.\\.0",
                     "SCAN_KV exists from Fluss 1.0 on (not in 0.9.1); Fjord serves it for fluss-rs 1.0"
                             + " and the 1.0 Java client's KvBatchScanner"),
@@ -51,8 +51,6 @@ final class Exceptions {
                             + " describe or lease; the Flink source reads the changelog from offset 0 and"
                             + " only logs the lease APIs' UnsupportedVersionException"
                             + " (reference/pk-tables.md section 5)"),
-            rule("^ApiVersions", "^/apiVersions/1044: fluss=0\\.\\.0 fjord=<absent>",
-                    "ALTER TABLE is not implemented yet"),
             rule("^ApiVersions", "^/apiVersions/(1053|1054|1055): fluss=0\\.\\.0 fjord=<absent>",
                     "producer offsets are not implemented yet; the 0.9.1 Flink sink calls them only for"
                             + " aggregation merge-engine tables (undo recovery)"),
