@@ -2,8 +2,7 @@ package dev.fjord.flink;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.List;
+import java.util.Arrays;
 import java.util.Locale;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
@@ -18,10 +17,12 @@ import org.apache.flink.util.CloseableIterator;
 /**
  * One run of the Flink benchmark against one server (scripts/bench-flink.sh alternates Fjord and
  * the Java Fluss server): datagen {@code user_behavior} rows into a 4-bucket log table (write
- * phase), then a streaming read of all of them (read phase). Prints one JSON line with the rows/s
- * of each phase and the server process's CPU (from /proc/PID/stat, user + system) per record.
+ * phase), then a streaming read of all of them, every column (read phase). Prints one JSON line
+ * with the rows/s of each phase and the server's CPU (from /proc/PID/stat, user + system, summed
+ * over the server's processes) per record, in total and per process.
  *
- * <p>Args: {@code BOOTSTRAP SERVER_PID ROWS LABEL}. The read phase ends when 64 sentinel rows
+ * <p>Args: {@code BOOTSTRAP SERVER_PIDS ROWS LABEL}, SERVER_PIDS comma-separated (Fluss: the tablet
+ * server, then the coordinator). The read phase ends when 64 sentinel rows
  * (negative user ids, appended after the data, so spread over all buckets by the user_id bucket
  * key) have come through: each bucket's last sentinel comes after all of its data rows. Both phase
  * times include the Flink job's start (the same for both servers).
@@ -31,7 +32,7 @@ public final class FlinkBench {
 
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0];
-        int pid = Integer.parseInt(args[1]);
+        int[] pids = Arrays.stream(args[1].split(",")).mapToInt(Integer::parseInt).toArray();
         long rows = Long.parseLong(args[2]);
         String label = args[3];
         Configuration conf = new Configuration();
@@ -47,26 +48,30 @@ public final class FlinkBench {
                 + " behavior STRING, ts TIMESTAMP(3)) WITH ('bucket.num' = '4', 'bucket.key' = 'user_id')").await();
         t.executeSql("CREATE TEMPORARY TABLE default_catalog.default_database.gen (user_id BIGINT, item_id BIGINT,"
                 + " category_id BIGINT, ts TIMESTAMP(3)) WITH ('connector' = 'datagen', 'number-of-rows' = '" + rows + "',"
+                // Unthrottled (datagen's default is 10000 rows/s).
+                + " 'rows-per-second' = '1000000000',"
                 + " 'fields.user_id.min' = '1', 'fields.user_id.max' = '1000000',"
                 + " 'fields.item_id.min' = '1', 'fields.item_id.max' = '5000000',"
                 + " 'fields.category_id.min' = '1', 'fields.category_id.max' = '10000')").await();
 
         // Write phase.
-        double cpu0 = cpuSeconds(pid);
+        double[] cpu0 = cpuSeconds(pids);
         long w0 = System.nanoTime();
         t.executeSql("INSERT INTO " + table + " SELECT user_id, item_id, category_id,"
                 + " CASE MOD(item_id, 10) WHEN 0 THEN 'buy' WHEN 1 THEN 'cart' WHEN 2 THEN 'fav' ELSE 'pv' END, ts"
                 + " FROM default_catalog.default_database.gen").await();
         double writeSeconds = (System.nanoTime() - w0) / 1e9;
-        double writeCpu = cpuSeconds(pid) - cpu0;
+        double[] writeCpu = minus(cpuSeconds(pids), cpu0);
         t.executeSql("INSERT INTO " + table + " VALUES " + LongStream.rangeClosed(1, SENTINELS)
                 .mapToObj(i -> "(" + (-i) + ", 0, 0, 'end', TIMESTAMP '2026-01-01 00:00:00')")
                 .collect(Collectors.joining(", "))).await();
 
         // Read phase: the whole table, streaming, until every sentinel has come through.
-        double cpu1 = cpuSeconds(pid);
+        double[] cpu1 = cpuSeconds(pids);
         long r0 = System.nanoTime();
-        TableResult result = t.executeSql("SELECT user_id FROM " + table + " WHERE user_id < 0");
+        // Every column is read (no projection pushed down); the filter runs in Flink (the 0.9.1
+        // connector pushes filters down only on partition keys and primary keys).
+        TableResult result = t.executeSql("SELECT * FROM " + table + " WHERE user_id < 0");
         int seen = 0;
         try (CloseableIterator<Row> it = result.collect()) {
             while (seen < SENTINELS && it.hasNext()) {
@@ -75,17 +80,44 @@ public final class FlinkBench {
             }
         }
         double readSeconds = (System.nanoTime() - r0) / 1e9;
-        double readCpu = cpuSeconds(pid) - cpu1;
+        double[] readCpu = minus(cpuSeconds(pids), cpu1);
         if (seen != SENTINELS) {
             throw new IllegalStateException("read ended after " + seen + " sentinels");
         }
         long total = rows + SENTINELS;
         System.out.println(String.format(Locale.ROOT,
                 "{\"server\":\"%s\",\"rows\":%d,\"write_rows_per_s\":%.0f,\"write_server_cpu_ns_per_row\":%.1f,"
-                        + "\"read_rows_per_s\":%.0f,\"read_server_cpu_ns_per_row\":%.1f,\"write_s\":%.2f,\"read_s\":%.2f}",
-                label, rows, rows / writeSeconds, writeCpu * 1e9 / rows, total / readSeconds,
-                readCpu * 1e9 / total, writeSeconds, readSeconds));
+                        + "\"read_rows_per_s\":%.0f,\"read_server_cpu_ns_per_row\":%.1f,\"write_s\":%.2f,\"read_s\":%.2f,"
+                        + "\"pids\":\"%s\",\"write_cpu_ns_per_row_by_pid\":%s,\"read_cpu_ns_per_row_by_pid\":%s}",
+                label, rows, rows / writeSeconds, sum(writeCpu) * 1e9 / rows, total / readSeconds,
+                sum(readCpu) * 1e9 / total, writeSeconds, readSeconds, args[1], perRow(writeCpu, rows),
+                perRow(readCpu, total)));
         System.exit(0);
+    }
+
+    static double[] cpuSeconds(int[] pids) throws Exception {
+        double[] s = new double[pids.length];
+        for (int i = 0; i < pids.length; i++) {
+            s[i] = cpuSeconds(pids[i]);
+        }
+        return s;
+    }
+
+    static double[] minus(double[] a, double[] b) {
+        double[] d = new double[a.length];
+        for (int i = 0; i < a.length; i++) {
+            d[i] = a[i] - b[i];
+        }
+        return d;
+    }
+
+    static double sum(double[] a) {
+        return Arrays.stream(a).sum();
+    }
+
+    static String perRow(double[] cpuSeconds, long rows) {
+        return Arrays.stream(cpuSeconds).mapToObj(c -> String.format(Locale.ROOT, "%.1f", c * 1e9 / rows))
+                .collect(Collectors.joining(",", "[", "]"));
     }
 
     /** User + system CPU seconds of a process so far (fields 14 and 15 of /proc/PID/stat). */
