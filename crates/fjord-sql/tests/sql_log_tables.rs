@@ -124,6 +124,61 @@ async fn a_projected_query_fetches_only_the_projected_columns() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limit_stops_the_scan_after_the_first_fetch() {
+    let server = TestServer::start().await;
+    let engine = server.engine().await;
+    let mut s = engine.session();
+    query(
+        &mut s,
+        "CREATE TABLE fluss.long (id BIGINT, payload STRING)",
+    )
+    .await;
+    // ~6 MB in one bucket, in 64 KiB batches: six times what one fetch of
+    // a bucket returns (1 MiB).
+    let client = server.client().await;
+    let config = WriterConfig {
+        batch_size_bytes: 64 << 10,
+        ..WriterConfig::default()
+    };
+    let mut writer = client
+        .append_writer(&TablePath::new("fluss", "long"), config)
+        .await
+        .unwrap();
+    // A payload that does not compress, so bytes fetched follow rows read.
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    for i in 0..30_000i64 {
+        let payload: String = (0..200)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                char::from(b'a' + (state >> 59) as u8 % 26)
+            })
+            .collect();
+        let row = GenericRow::from_values(vec![Datum::BigInt(i), Datum::String(&payload)]);
+        writer.append(&row).await.unwrap();
+    }
+    writer.flush().await.unwrap();
+    let before = server.fetched_bytes();
+    let rows = query(&mut s, "SELECT id, payload FROM long LIMIT 10").await;
+    assert_eq!(rows.iter().map(|b| b.num_rows()).sum::<usize>(), 10);
+    let limited = server.fetched_bytes() - before;
+    let before = server.fetched_bytes();
+    check(
+        &mut s,
+        "SELECT count(payload) AS n FROM long",
+        "+-------+\n| n     |\n+-------+\n| 30000 |\n+-------+",
+    )
+    .await;
+    let full = server.fetched_bytes() - before;
+    assert!(
+        limited * 3 < full,
+        "LIMIT 10 fetched {limited} bytes, the whole table {full}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn filters_on_partition_keys_prune_partitions() {
     let server = TestServer::start().await;
     let engine = server.engine().await;
