@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The same Flink job against `fjord server` (release build) and the real Fluss
-# server (0.9.1, scripts/fluss-java-server.sh), alternating, on this machine:
+# server (0.9.1, scripts/fluss-java-server.sh), alternating, on this machine.
+# Servers: `fjord` (its default: fsync before acknowledging a write),
+# `fjord-no-fsync` (Fluss's default flush policy, see FJORD_INTERVAL_FLUSH) and
+# `fluss-java`. The job:
 #
 #   datagen user_behavior rows (user_id, item_id, category_id BIGINT, behavior
 #   STRING, ts TIMESTAMP(3)) -> a 4-bucket log table (write phase), then a
@@ -17,19 +20,21 @@
 # their hot paths. At the end: the medians per server and, per phase, the
 # median over rounds of the same-round ratio of server CPU per row, Fjord / Java.
 #
-# Usage: scripts/bench-flink.sh [RUNS (3)] [ROWS (2000000)]
+# Usage: scripts/bench-flink.sh [RUNS (3)] [ROWS (5000000: enough that the
+# 10 ms CPU ticks of /proc/PID/stat resolve Fjord's CPU to a few per cent)]
 # Environment: FJORD_RELEASE_BIN (default: cargo build --release -p fjord,
 # then $CARGO_TARGET_DIR/release/fjord; either way copied to BENCH_DIR so a
 # rebuild cannot replace it mid-run), CARGO_TARGET_DIR (/var/tmp/fjord-target),
-# BENCH_DIR (a fresh temporary directory), WARMUP_ROWS (200000; 0 skips it),
+# BENCH_DIR (a fresh temporary directory), WARMUP_ROWS (2000000; 0 skips it),
+# FJORD_INTERVAL_FLUSH (1: also a fjord server without fsync per write, below),
 # FLUSS_TABLET_SERVER_JAVA_OPTS (-Xmx2g -XX:+UseG1GC). Results also go to
 # BENCH_DIR/results.jsonl; the servers' data directories are removed at exit.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RUNS=${1:-3}
-ROWS=${2:-2000000}
-WARMUP_ROWS=${WARMUP_ROWS:-200000}
+ROWS=${2:-5000000}
+WARMUP_ROWS=${WARMUP_ROWS:-2000000}
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/fjord-target}"
 BENCH_DIR=${BENCH_DIR:-$(mktemp -d /var/tmp/fjord-bench-flink.XXXXXX)}
 mkdir -p "$BENCH_DIR"
@@ -51,67 +56,88 @@ mvn -q -B -o -f "$ROOT/interop/flink" test-compile dependency:build-classpath \
         -Dmdep.includeScope=test -Dmdep.outputFile="$BENCH_DIR/flink.classpath" >"$BENCH_DIR/mvn.log" 2>&1
 CP="$ROOT/interop/flink/target/test-classes:$(cat "$BENCH_DIR/flink.classpath")"
 
-FJORD_PID=
+FJORD_PIDS=()
 cleanup() {
-    [[ -n $FJORD_PID ]] && kill "$FJORD_PID" 2>/dev/null && wait "$FJORD_PID" 2>/dev/null
+    local pid
+    for pid in "${FJORD_PIDS[@]}"; do
+        kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    done
     bash "$ROOT/scripts/fluss-java-server.sh" stop "$BENCH_DIR/fluss" >/dev/null 2>&1 || true
-    rm -rf "$BENCH_DIR/fjord-data" "$BENCH_DIR/fluss/data" "$BENCH_DIR/fjord"
+    rm -rf "$BENCH_DIR"/fjord-data* "$BENCH_DIR/fluss/data" "$BENCH_DIR/fjord"
 }
 trap cleanup EXIT
 
 log "starting the real Fluss server"
 export FLUSS_TABLET_SERVER_JAVA_OPTS=${FLUSS_TABLET_SERVER_JAVA_OPTS:--Xmx2g -XX:+UseG1GC}
 eval "$(bash "$ROOT/scripts/fluss-java-server.sh" start "$BENCH_DIR/fluss" | grep -E '^[a-z_]+=[^ ]*$')"
-FLUSS_BOOTSTRAP=$bootstrap
 # The tablet server first: FlinkBench reports the processes in this order.
-FLUSS_PIDS=$tablet_server_pid,$coordinator_pid
+declare -A ADDR PIDS
+ADDR[fluss-java]=$bootstrap
+PIDS[fluss-java]=$tablet_server_pid,$coordinator_pid
 
-log "starting fjord server ($FJORD_RELEASE_BIN)"
-mkdir -p "$BENCH_DIR/fjord-data"
-RUST_LOG=${RUST_LOG:-info} "$FJORD_RELEASE_BIN" server --listen 127.0.0.1:0 --data-dir "$BENCH_DIR/fjord-data" \
-    2>"$BENCH_DIR/fjord.log" >/dev/null </dev/null &
-FJORD_PID=$!
-for _ in $(seq 300); do
-    FJORD_ADDR=$(grep -o 'listening on [0-9.:]*' "$BENCH_DIR/fjord.log" | head -1 | cut -d' ' -f3 || true)
-    [[ -n $FJORD_ADDR ]] && break
-    sleep 0.1
-done
-[[ -n ${FJORD_ADDR:-} ]] || { log "fjord server did not start"; cat "$BENCH_DIR/fjord.log" >&2; exit 1; }
+start_fjord() { # LABEL [fjord server args...]: starts one, records its address and pid
+    local label=$1 addr=
+    shift
+    log "starting $label: $FJORD_RELEASE_BIN server $*"
+    mkdir -p "$BENCH_DIR/fjord-data-$label"
+    RUST_LOG=${RUST_LOG:-info} "$FJORD_RELEASE_BIN" server --listen 127.0.0.1:0 \
+        --data-dir "$BENCH_DIR/fjord-data-$label" "$@" 2>"$BENCH_DIR/$label.log" >/dev/null </dev/null &
+    FJORD_PIDS+=($!)
+    PIDS[$label]=$!
+    for _ in $(seq 300); do
+        addr=$(grep -o 'listening on [0-9.:]*' "$BENCH_DIR/$label.log" | head -1 | cut -d' ' -f3 || true)
+        [[ -n $addr ]] && break
+        sleep 0.1
+    done
+    [[ -n $addr ]] || { log "$label did not start"; cat "$BENCH_DIR/$label.log" >&2; exit 1; }
+    ADDR[$label]=$addr
+}
 
-bench() { # LABEL BOOTSTRAP PIDS ROWS ROUND: one FlinkBench run, its JSON line on stdout
+# Fjord's default: fsync before acknowledging a produce.
+start_fjord fjord
+SERVERS=(fjord fluss-java)
+# FJORD_INTERVAL_FLUSH=1 (the default) adds a second fjord server with Fluss's
+# own default flush policy (log.flush.interval-messages = Long.MAX_VALUE: no
+# fsync per write, the page cache flushes), so the write phase is compared
+# like for like too.
+if [[ ${FJORD_INTERVAL_FLUSH:-1} == 1 ]]; then
+    start_fjord fjord-no-fsync --set log.flush.interval-messages=9223372036854775807
+    SERVERS=(fjord fjord-no-fsync fluss-java)
+fi
+
+bench() { # LABEL ROWS ROUND: one FlinkBench run, its JSON line on stdout
     local load
     load=$(cut -d' ' -f1 /proc/loadavg)
     java -Xmx1g --add-opens=java.base/java.nio=ALL-UNNAMED --add-opens=java.base/java.lang=ALL-UNNAMED \
         --add-opens=java.base/java.util=ALL-UNNAMED -Dlog4j2.configurationFile=/dev/null -cp "$CP" \
-        dev.fjord.flink.FlinkBench "$2" "$3" "$4" "$1" 2>"$BENCH_DIR/$1-$5.err" |
-        grep '^{' | sed "s/}\$/,\"round\":\"$5\",\"load1\":$load}/" ||
-        { log "$1 run $5 failed; see $BENCH_DIR/$1-$5.err"; tail -20 "$BENCH_DIR/$1-$5.err" >&2; return 1; }
+        dev.fjord.flink.FlinkBench "${ADDR[$1]}" "${PIDS[$1]}" "$2" "$1" 2>"$BENCH_DIR/$1-$3.err" |
+        grep '^{' | sed "s/}\$/,\"round\":\"$3\",\"load1\":$load}/" ||
+        { log "$1 run $3 failed; see $BENCH_DIR/$1-$3.err"; tail -20 "$BENCH_DIR/$1-$3.err" >&2; return 1; }
 }
 
 if ((WARMUP_ROWS > 0)); then
     log "warm-up: $WARMUP_ROWS rows per server (not recorded)"
-    bench fjord "$FJORD_ADDR" "$FJORD_PID" "$WARMUP_ROWS" warmup >&2
-    bench fluss-java "$FLUSS_BOOTSTRAP" "$FLUSS_PIDS" "$WARMUP_ROWS" warmup >&2
+    for server in "${SERVERS[@]}"; do
+        bench "$server" "$WARMUP_ROWS" warmup >&2
+    done
 fi
 : >"$BENCH_DIR/results.jsonl"
+n=${#SERVERS[@]}
 for i in $(seq "$RUNS"); do
-    # Alternate which server goes first, so neither always runs on a machine
-    # the other has just heated (page cache, compactions, background threads).
-    if ((i % 2)); then
-        bench fjord "$FJORD_ADDR" "$FJORD_PID" "$ROWS" "$i" | tee -a "$BENCH_DIR/results.jsonl"
-        bench fluss-java "$FLUSS_BOOTSTRAP" "$FLUSS_PIDS" "$ROWS" "$i" | tee -a "$BENCH_DIR/results.jsonl"
-    else
-        bench fluss-java "$FLUSS_BOOTSTRAP" "$FLUSS_PIDS" "$ROWS" "$i" | tee -a "$BENCH_DIR/results.jsonl"
-        bench fjord "$FJORD_ADDR" "$FJORD_PID" "$ROWS" "$i" | tee -a "$BENCH_DIR/results.jsonl"
-    fi
+    # Rotate which server goes first, so none always runs on a machine the
+    # others have just heated (page cache, compactions, background threads).
+    for k in $(seq 0 $((n - 1))); do
+        bench "${SERVERS[$(((i + k) % n))]}" "$ROWS" "$i" | tee -a "$BENCH_DIR/results.jsonl"
+    done
 done
 
 python3 - "$BENCH_DIR/results.jsonl" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 keys = ["write_rows_per_s", "write_server_cpu_ns_per_row", "read_rows_per_s", "read_server_cpu_ns_per_row", "load1"]
+servers = sorted({r["server"] for r in rows})
 med = {}
-for server in ("fjord", "fluss-java"):
+for server in servers:
     rs = [r for r in rows if r["server"] == server]
     med[server] = {k: statistics.median(r[k] for r in rs) for k in keys}
     print(json.dumps({"server": server, "runs": len(rs), "median": med[server]}))
@@ -120,9 +146,10 @@ for phase in ("write", "read"):
     by_round = {}
     for r in rows:
         by_round.setdefault(r["round"], {})[r["server"]] = r[k]
-    ratios = [v["fjord"] / v["fluss-java"] for v in by_round.values() if len(v) == 2]
     tablet = statistics.median(r[phase + "_cpu_ns_per_row_by_pid"][0] for r in rows if r["server"] == "fluss-java")
-    print(f"{phase}: server CPU per row, fjord / java: median of same-round ratios {statistics.median(ratios):.3f}"
-          f" (rounds: {', '.join(f'{x:.3f}' for x in ratios)}); medians {med['fjord'][k]:.0f} ns vs"
-          f" {med['fluss-java'][k]:.0f} ns (Java tablet server alone {tablet:.0f} ns)")
+    for fjord in (s for s in servers if s != "fluss-java"):
+        ratios = [v[fjord] / v["fluss-java"] for v in by_round.values() if fjord in v and "fluss-java" in v]
+        print(f"{phase}: server CPU per row, {fjord} / java: median of same-round ratios {statistics.median(ratios):.3f}"
+              f" (rounds: {', '.join(f'{x:.3f}' for x in ratios)}); medians {med[fjord][k]:.0f} ns vs"
+              f" {med['fluss-java'][k]:.0f} ns (Java tablet server alone {tablet:.0f} ns)")
 PY
