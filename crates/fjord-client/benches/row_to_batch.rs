@@ -137,6 +137,7 @@ fn hashed_table(bucket_keys: &[&str]) -> TableInfo {
         table_id: 1,
         schema_id: 0,
         descriptor,
+        earlier_schemas: Vec::new(),
     }
 }
 

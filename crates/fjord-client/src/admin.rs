@@ -2,7 +2,7 @@
 //! info, partitions and offsets. Thin typed wrappers over single requests;
 //! nothing here is on a per-record path.
 
-use fjord_format::schema::{DatabaseDescriptor, TableDescriptor};
+use fjord_format::schema::{DatabaseDescriptor, Schema, TableDescriptor};
 use fjord_proto::messages as pb;
 use fjord_proto::ApiKey;
 
@@ -52,6 +52,10 @@ pub struct TableInfo {
     pub schema_id: i32,
     /// The descriptor as the server stores it (with server defaults applied).
     pub descriptor: TableDescriptor,
+    /// The table's earlier schemas, `(schema id, schema)` oldest first;
+    /// empty for a table never altered. Rows and batches written before an
+    /// ALTER TABLE carry these ids, and readers decode them with these.
+    pub earlier_schemas: Vec<(i32, Schema)>,
 }
 
 impl TableInfo {
@@ -69,6 +73,19 @@ impl TableInfo {
     /// Whether the table has partition keys.
     pub fn is_partitioned(&self) -> bool {
         self.descriptor.is_partitioned()
+    }
+
+    /// The schema a row or batch of `schema_id` was written with: the
+    /// current one or an earlier one; `None` for an id this info does not
+    /// know (newer than it, or never the table's).
+    pub fn schema_by_id(&self, schema_id: i32) -> Option<&Schema> {
+        if schema_id == self.schema_id {
+            return Some(self.descriptor.schema());
+        }
+        self.earlier_schemas
+            .iter()
+            .find(|(id, _)| *id == schema_id)
+            .map(|(_, schema)| schema)
     }
 }
 
@@ -139,6 +156,42 @@ impl OffsetSpec {
             OffsetSpec::Timestamp(_) => 2,
         }
     }
+}
+
+/// `PbAlterConfig.op_type` of a SET (Fluss's `AlterConfigOpType.SET`).
+const ALTER_CONFIG_SET: i32 = 0;
+/// `PbAlterConfig.op_type` of a reset to the default (`DELETE`).
+const ALTER_CONFIG_DELETE: i32 = 1;
+/// `PbAddColumn.column_position_type` of LAST, the only position Fluss
+/// 0.9.1 accepts.
+const COLUMN_POSITION_LAST: i32 = 0;
+
+/// One change of an [`Admin::alter_table`] request: what Fluss 0.9.1's
+/// ALTER TABLE can do to a table.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TableChange {
+    /// Sets a table option (`table.*` or a custom property).
+    SetOption {
+        /// Option key.
+        key: String,
+        /// New value.
+        value: String,
+    },
+    /// Resets a table option to its default.
+    ResetOption {
+        /// Option key.
+        key: String,
+    },
+    /// Adds a column after the last one. The server requires it nullable;
+    /// rows written before read it as NULL.
+    AddColumnLast {
+        /// Column name.
+        name: String,
+        /// Column type (nullable).
+        data_type: fjord_format::types::DataType,
+        /// Column comment.
+        comment: Option<String>,
+    },
 }
 
 /// Catalog client over a connection to the coordinator.
@@ -244,6 +297,65 @@ impl Admin {
         Ok(())
     }
 
+    /// Alters a table in one request, as Fluss 0.9.1's coordinator applies
+    /// it: either option changes or column changes, not both (the server
+    /// refuses a mix with `INVALID_ALTER_TABLE_EXCEPTION`). On success the
+    /// table has a new schema id when columns were added; writers and
+    /// readers holding the old [`TableInfo`] keep working (batches carry
+    /// their schema id) and pick the new schema up from
+    /// [`Admin::table_info`]. With `ignore_if_not_exists` a missing table is
+    /// no error.
+    pub async fn alter_table(
+        &self,
+        path: &TablePath,
+        changes: &[TableChange],
+        ignore_if_not_exists: bool,
+    ) -> Result<()> {
+        let mut request = pb::AlterTableRequest {
+            table_path: path.to_pb(),
+            ignore_if_not_exists,
+            ..Default::default()
+        };
+        for change in changes {
+            match change {
+                TableChange::SetOption { key, value } => {
+                    request.config_changes.push(pb::PbAlterConfig {
+                        config_key: key.clone(),
+                        config_value: Some(value.clone()),
+                        op_type: ALTER_CONFIG_SET,
+                    })
+                }
+                TableChange::ResetOption { key } => {
+                    request.config_changes.push(pb::PbAlterConfig {
+                        config_key: key.clone(),
+                        config_value: None,
+                        op_type: ALTER_CONFIG_DELETE,
+                    })
+                }
+                TableChange::AddColumnLast {
+                    name,
+                    data_type,
+                    comment,
+                } => request.add_columns.push(pb::PbAddColumn {
+                    column_name: name.clone(),
+                    data_type_json: fjord_format::json::data_type_to_json(data_type)
+                        .to_string()
+                        .into_bytes()
+                        .into(),
+                    comment: comment.clone(),
+                    column_position_type: COLUMN_POSITION_LAST,
+                    agg_function_type: None,
+                    agg_function_params: Vec::new(),
+                }),
+            }
+        }
+        let _: pb::AlterTableResponse = self
+            .connection
+            .request(ApiKey::AlterTable, &request)
+            .await?;
+        Ok(())
+    }
+
     /// Fetches a table's id, schema id and descriptor.
     pub async fn table_info(&self, path: &TablePath) -> Result<TableInfo> {
         let request = pb::GetTableInfoRequest {
@@ -259,11 +371,35 @@ impl Admin {
                 message: format!("table JSON of {path} does not parse: {e}"),
             }
         })?;
+        // Schema ids start at 1 and grow by one per ALTER TABLE that adds
+        // columns; a never-altered table costs no further request.
+        let mut earlier_schemas = Vec::new();
+        for schema_id in 1..response.schema_id {
+            earlier_schemas.push((schema_id, self.table_schema(path, schema_id).await?));
+        }
         Ok(TableInfo {
             path: path.clone(),
             table_id: response.table_id,
             schema_id: response.schema_id,
             descriptor,
+            earlier_schemas,
+        })
+    }
+
+    /// The table's schema of `schema_id` (GetTableSchema); the server
+    /// answers `SCHEMA_NOT_EXIST` for an id the table never had.
+    pub async fn table_schema(&self, path: &TablePath, schema_id: i32) -> Result<Schema> {
+        let request = pb::GetTableSchemaRequest {
+            table_path: path.to_pb(),
+            schema_id: Some(schema_id),
+        };
+        let response: pb::GetTableSchemaResponse = self
+            .connection
+            .request(ApiKey::GetTableSchema, &request)
+            .await?;
+        Schema::from_json_bytes(&response.schema_json).map_err(|e| ClientError::Protocol {
+            api: ApiKey::GetTableSchema.name(),
+            message: format!("schema {schema_id} of {path} does not parse: {e}"),
         })
     }
 

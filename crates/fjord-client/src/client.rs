@@ -112,6 +112,29 @@ impl FlussClient {
         Ok(info)
     }
 
+    /// Alters the table ([`Admin::alter_table`]) and refreshes the cached
+    /// table info, so writers, lookupers and scanners created afterwards by
+    /// this client use the new schema id and columns. Ones created before
+    /// keep the schema they were built with (the server reads each batch
+    /// with its own schema id).
+    pub async fn alter_table(
+        &self,
+        path: &TablePath,
+        changes: &[crate::admin::TableChange],
+        ignore_if_not_exists: bool,
+    ) -> Result<()> {
+        let altered = Admin::new(self.coordinator().await?)
+            .alter_table(path, changes, ignore_if_not_exists)
+            .await;
+        // Dropped even on failure: the table may have changed or vanished.
+        self.inner
+            .tables
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(path);
+        altered
+    }
+
     /// The bucket leaders of a non-partitioned table (cached while every
     /// leader connection is alive).
     pub async fn table_route(&self, table: &TableInfo) -> Result<TableRoute> {

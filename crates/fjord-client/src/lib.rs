@@ -46,7 +46,7 @@ pub mod scanner;
 pub mod upsert;
 pub mod writer;
 
-pub use admin::{Admin, OffsetSpec, TableInfo, TablePath};
+pub use admin::{Admin, OffsetSpec, TableChange, TableInfo, TablePath};
 pub use client::FlussClient;
 pub use connection::ServerConnection;
 pub use error::{ClientError, Result};

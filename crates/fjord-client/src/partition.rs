@@ -716,6 +716,7 @@ mod tests {
             table_id: 1,
             schema_id: 1,
             descriptor,
+            earlier_schemas: Vec::new(),
         }
     }
 

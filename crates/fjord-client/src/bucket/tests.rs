@@ -41,6 +41,7 @@ fn table(
         table_id: 1,
         schema_id: 0,
         descriptor,
+        earlier_schemas: Vec::new(),
     }
 }
 

@@ -26,16 +26,45 @@ use crate::error::{ClientError, Result};
 use crate::kv::TABLE_KV_FORMAT;
 use crate::row::{Datum, InternalRow, RowBatchBuilder};
 
+/// The row codec of `schema` in `format`; fails for a nested column type.
+fn codec_of(
+    table: &TableInfo,
+    format: RowFormat,
+    schema: &fjord_format::schema::Schema,
+) -> Result<RowCodec> {
+    let types: Vec<_> = schema
+        .columns()
+        .iter()
+        .map(|c| c.data_type.clone())
+        .collect();
+    RowCodec::new(format, &types).map_err(|e| ClientError::Invalid(format!("{}: {e}", table.path)))
+}
+
+/// A schema id as stored values carry it (`i16`).
+fn stored_schema_id(table: &TableInfo, schema_id: i32) -> Result<i16> {
+    i16::try_from(schema_id).map_err(|_| {
+        ClientError::Invalid(format!(
+            "schema id {schema_id} of {} does not fit a stored value",
+            table.path
+        ))
+    })
+}
+
 /// Decodes the stored values of one table; see the module doc.
 ///
-/// Guarantees: a row is returned only when its schema id is the table's
-/// current one and its bytes are exactly one well-formed row of that
-/// schema (checked by the row codec); anything else is an error naming
-/// the table.
+/// Guarantees: a row is returned only when its schema id is one the table
+/// info knows (the current one, or an earlier one whose columns are a
+/// prefix of the current ones: the row then reads NULL in the columns added
+/// since) and its bytes are exactly one well-formed row of that schema
+/// (checked by the row codec); anything else is an error naming the table.
 #[derive(Debug)]
 pub(crate) struct ValueDecoder {
     codec: RowCodec,
     schema_id: i16,
+    /// Codecs of the table's earlier schema ids, whose columns are a
+    /// prefix of the current ones (Fluss's ALTER TABLE only adds columns
+    /// last); a row of one is padded with NULLs, as Fluss's `PaddingRow`.
+    earlier: Vec<(i16, RowCodec)>,
     arrow_schema: SchemaRef,
     table: String,
 }
@@ -51,22 +80,26 @@ impl ValueDecoder {
             })?,
         };
         let schema = table.descriptor.schema();
-        let types: Vec<_> = schema
-            .columns()
-            .iter()
-            .map(|c| c.data_type.clone())
-            .collect();
-        let codec = RowCodec::new(format, &types)
-            .map_err(|e| ClientError::Invalid(format!("{}: {e}", table.path)))?;
-        let schema_id = i16::try_from(table.schema_id).map_err(|_| {
-            ClientError::Invalid(format!(
-                "schema id {} of {} does not fit a stored value",
-                table.schema_id, table.path
-            ))
-        })?;
+        let codec = codec_of(table, format, schema)?;
+        let schema_id = stored_schema_id(table, table.schema_id)?;
+        let mut earlier = Vec::with_capacity(table.earlier_schemas.len());
+        for (id, old) in &table.earlier_schemas {
+            let prefix = old.columns().len() <= schema.columns().len()
+                && old
+                    .columns()
+                    .iter()
+                    .zip(schema.columns())
+                    .all(|(o, c)| o.name == c.name && o.data_type.kind() == c.data_type.kind());
+            // A schema that is not a prefix cannot be padded; its rows are
+            // refused when met rather than misread.
+            if prefix {
+                earlier.push((stored_schema_id(table, *id)?, codec_of(table, format, old)?));
+            }
+        }
         Ok(Self {
             codec,
             schema_id,
+            earlier,
             arrow_schema: to_arrow_schema(schema),
             table: table.path.to_string(),
         })
@@ -85,18 +118,27 @@ impl ValueDecoder {
     /// Decodes the row `bytes` written with `schema_id` into `out`
     /// (cleared first); the datums borrow `bytes`.
     fn decode<'a>(&self, schema_id: i16, bytes: &'a [u8], out: &mut Vec<Datum<'a>>) -> Result<()> {
-        if schema_id != self.schema_id {
-            return Err(ClientError::Invalid(format!(
-                "a row of {} was written with schema id {schema_id}; this client reads rows of the current schema {} only",
-                self.table, self.schema_id
-            )));
-        }
-        self.codec
+        let codec = if schema_id == self.schema_id {
+            &self.codec
+        } else {
+            match self.earlier.iter().find(|(id, _)| *id == schema_id) {
+                Some((_, codec)) => codec,
+                None => {
+                    return Err(ClientError::Invalid(format!(
+                        "a row of {} was written with schema id {schema_id}, which this reader does not know (it reads schema {} and earlier); the table was altered since the reader was created: create it again",
+                        self.table, self.schema_id
+                    )))
+                }
+            }
+        };
+        codec
             .decode(bytes, out)
             .map_err(|e| ClientError::Protocol {
                 api: "value decoding",
-                message: format!("a row of {}: {e}", self.table),
-            })
+                message: format!("a row of {} (schema id {schema_id}): {e}", self.table),
+            })?;
+        out.resize(self.arity(), Datum::Null);
+        Ok(())
     }
 
     /// The row of one stored value (`schemaId ‖ row`).

@@ -63,6 +63,7 @@ fn table_with_buckets(schema: Schema, partition_keys: &[&str], buckets: i32) -> 
         table_id: TABLE_ID,
         schema_id: 0,
         descriptor,
+        earlier_schemas: Vec::new(),
     }
 }
 

@@ -567,6 +567,7 @@ mod tests {
             table_id: 1,
             schema_id: 3,
             descriptor,
+            earlier_schemas: Vec::new(),
         }
     }
 

@@ -768,6 +768,7 @@ mod tests {
             table_id: 1,
             schema_id: 0,
             descriptor,
+            earlier_schemas: Vec::new(),
         };
         let assigner = BucketAssigner::new(&table, NoKeyAssigner::Sticky).unwrap();
         let (tx, rx) = mpsc::channel();
