@@ -24,6 +24,12 @@ pub(crate) struct DecodePlan {
     pub reorder: Option<Vec<usize>>,
     /// Whether each batch's CRC-32C is checked (see `LogScanner::new`).
     pub verify_crc: bool,
+    /// The schema id `fetched_schema` is of, when it holds every column of
+    /// the table: a batch of an older id (written before columns were
+    /// added last, the only change Fluss's ALTER TABLE makes to columns)
+    /// is decoded with its columns, a prefix of `fetched_schema`, and the
+    /// added columns read as NULL. `None` for a projected scan.
+    pub padded_schema_id: Option<i16>,
 }
 
 /// The records of one bucket decoded from one response.
@@ -155,12 +161,14 @@ pub(crate) fn decode_records(
         let options = DecodeOptions {
             verify_crc: plan.verify_crc,
         };
-        let decoded = decode_log_batch_with(&slice, plan.fetched_schema.clone(), options).map_err(
-            |source| DecodeError::Arrow {
-                base_offset: header.base_offset,
-                source,
-            },
-        )?;
+        let decoded = match plan.padded_schema_id {
+            Some(id) if header.schema_id < id => decode_older(&slice, plan, options),
+            _ => decode_log_batch_with(&slice, plan.fetched_schema.clone(), options),
+        }
+        .map_err(|source| DecodeError::Arrow {
+            base_offset: header.base_offset,
+            source,
+        })?;
         let mut records = decoded.records;
         let mut change_types = decoded.change_types;
         // Records before the position were returned by an earlier poll. The
@@ -189,6 +197,44 @@ pub(crate) fn decode_records(
     Ok(out)
 }
 
+/// Decodes a batch of an older schema id than the plan's: its columns are
+/// the first of the plan's (columns are only ever added last), as many as
+/// its Arrow body holds; the others are filled with NULLs. The body is
+/// tried with each shorter prefix, longest first (one try per column added
+/// since the batch was written); if none fits, the error is the one of the
+/// whole schema.
+fn decode_older(
+    slice: &Buffer,
+    plan: &DecodePlan,
+    options: DecodeOptions,
+) -> Result<fjord_format::arrow_log::DecodedLogBatch, fjord_format::arrow_log::ArrowLogError> {
+    let full = &plan.fetched_schema;
+    let first = match decode_log_batch_with(slice, full.clone(), options) {
+        Ok(decoded) => return Ok(decoded),
+        Err(e) => e,
+    };
+    for columns in (1..full.fields().len()).rev() {
+        let prefix: Vec<usize> = (0..columns).collect();
+        let Ok(schema) = full.project(&prefix) else {
+            break;
+        };
+        if let Ok(decoded) = decode_log_batch_with(slice, std::sync::Arc::new(schema), options) {
+            let rows = decoded.records.num_rows();
+            let mut arrays = decoded.records.columns().to_vec();
+            for field in &full.fields()[columns..] {
+                arrays.push(arrow_array::new_null_array(field.data_type(), rows));
+            }
+            let records = RecordBatch::try_new(full.clone(), arrays)
+                .map_err(fjord_format::arrow_log::ArrowLogError::from)?;
+            return Ok(fjord_format::arrow_log::DecodedLogBatch {
+                change_types: decoded.change_types,
+                records,
+            });
+        }
+    }
+    Err(first)
+}
+
 /// The fields of a batch header the scanner steps by, read without the CRC
 /// check (which `decode_log_batch_with` does when asked).
 struct BatchPosition {
@@ -196,6 +242,7 @@ struct BatchPosition {
     base_offset: i64,
     next_offset: i64,
     record_count: i32,
+    schema_id: i16,
 }
 
 impl BatchPosition {
@@ -225,11 +272,14 @@ impl BatchPosition {
                 record_count,
             });
         }
+        let mut schema_id = [0u8; 2];
+        schema_id.copy_from_slice(&bytes[layout.schema_id..layout.schema_id + 2]);
         Ok(Some(Self {
             size,
             base_offset,
             next_offset: base_offset.saturating_add(i64::from(last_offset_delta) + 1),
             record_count,
+            schema_id: i16::from_le_bytes(schema_id),
         }))
     }
 }
@@ -298,7 +348,52 @@ mod tests {
             fetched_schema: schema(),
             reorder,
             verify_crc,
+            padded_schema_id: None,
         }
+    }
+
+    #[test]
+    fn batches_of_an_older_schema_id_read_the_columns_added_since_as_null() {
+        use arrow_array::Array;
+        // Schema id 1: `id` only; schema id 2 adds `name` last.
+        let old = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+        let mut encoder = ArrowLogEncoder::new(old.clone(), ArrowCompression::None).unwrap();
+        let mut bytes = Vec::new();
+        let records =
+            RecordBatch::try_new(old, vec![Arc::new(Int64Array::from_iter_values(0..2))]).unwrap();
+        encoder
+            .encode(&records, &BatchHeader::append_only(1, 2), None, &mut bytes)
+            .unwrap();
+        let start = bytes.len();
+        let mut encoder = ArrowLogEncoder::new(schema(), ArrowCompression::None).unwrap();
+        encoder
+            .encode(
+                &batch(2..3),
+                &BatchHeader::append_only(2, 1),
+                None,
+                &mut bytes,
+            )
+            .unwrap();
+        bytes[start..start + 8].copy_from_slice(&2i64.to_le_bytes());
+        let padded = DecodePlan {
+            padded_schema_id: Some(2),
+            ..plan(None, true)
+        };
+        let decoded = decode_records(Bytes::from(bytes.clone()), 0, &padded).unwrap();
+        assert_eq!(ids(&decoded), [0, 1, 2]);
+        let names: Vec<Option<String>> = decoded
+            .batches
+            .iter()
+            .flat_map(|(_, _, r)| {
+                let names = r.column(1).as_any().downcast_ref::<StringArray>().unwrap();
+                (0..names.len())
+                    .map(|i| names.is_valid(i).then(|| names.value(i).to_string()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(names, [None, None, Some("n2".to_string())]);
+        // Without the schema id to pad to, the older batch is an error.
+        assert!(decode_records(Bytes::from(bytes), 0, &plan(None, true)).is_err());
     }
 
     fn ids(decoded: &Decoded) -> Vec<i64> {

@@ -293,6 +293,9 @@ impl LogScanner {
             fetched_schema,
             reorder,
             verify_crc: config.check_crc && projected_fields.is_empty(),
+            padded_schema_id: projected_fields
+                .is_empty()
+                .then(|| i16::try_from(table.schema_id).unwrap_or(i16::MAX)),
         };
         Ok(Self {
             table,
