@@ -4,11 +4,18 @@
 //! File `position` in the state directory:
 //!
 //! ```text
-//! fjord-cdc-position 1          magic and format version (other versions are refused)
+//! fjord-cdc-position 2          magic and format version (1 and 2 are read)
 //! source=<source type>          the source kind that wrote it (a mismatch is refused)
-//! <SourcePosition text form>    key=value lines, see crate::position
+//! <SourcePosition text form>    key=value lines, see crate::position;
+//!   or position=none            (version 2) nothing delivered yet: start per the startup mode
+//! sink-state=<text>             (version 2, optional) the sink's state at this position
 //! crc32c=<8 hex digits>         CRC-32C of every byte before this line
 //! ```
+//!
+//! The sink state is what a sink needs to resume exactly at the position
+//! (the `fluss` sink: where its log tables ended when the position was
+//! committed, see `sink::fluss::recovery`); it is committed in the same
+//! file, so position and state are always from the same moment.
 //!
 //! Commit protocol: write `position.tmp`, fsync it, rename it over
 //! `position`, fsync the directory. A crash at any point leaves either the
@@ -25,8 +32,10 @@ use crate::position::{PositionError, SourcePosition};
 
 /// First line of a position file.
 const MAGIC: &str = "fjord-cdc-position";
-/// Format version written and the only one read.
-const FORMAT_VERSION: u32 = 1;
+/// Format version written.
+const FORMAT_VERSION: u32 = 2;
+/// Oldest format version read (version 1 has no sink state and always a position).
+const FORMAT_VERSION_MIN: u32 = 1;
 /// Largest position file read back: a position is a few lines; anything
 /// bigger is not ours and must not be read into memory whole.
 pub const POSITION_FILE_BYTES_MAX: u64 = 64 * 1024;
@@ -68,11 +77,24 @@ pub enum OffsetError {
     Position(#[from] PositionError),
 }
 
+/// What a commit stored: the source position (none before the first
+/// delivered batch) and the sink's state at it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Committed {
+    /// Where the source resumes; `None`: from its startup mode.
+    pub position: Option<SourcePosition>,
+    /// The sink's state at that position.
+    pub sink_state: Option<String>,
+}
+
 /// Durable storage of one pipeline's source position.
 #[derive(Debug)]
 pub struct OffsetStore {
     dir: PathBuf,
     source_type: String,
+    /// What this process last loaded or committed (kept for
+    /// [`OffsetStore::commit_sink_state`]).
+    last: std::sync::Mutex<Committed>,
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> OffsetError + '_ {
@@ -90,6 +112,7 @@ impl OffsetStore {
         Ok(OffsetStore {
             dir: dir.to_path_buf(),
             source_type: source_type.to_string(),
+            last: std::sync::Mutex::new(Committed::default()),
         })
     }
 
@@ -100,6 +123,20 @@ impl OffsetStore {
 
     /// The last committed position, or `None` if nothing was ever committed.
     pub fn load(&self) -> Result<Option<SourcePosition>, OffsetError> {
+        Ok(self.load_committed()?.and_then(|c| c.position))
+    }
+
+    /// The last commit (position and sink state), or `None` if nothing was
+    /// ever committed.
+    pub fn load_committed(&self) -> Result<Option<Committed>, OffsetError> {
+        let committed = self.read()?;
+        if let Some(c) = &committed {
+            *self.last.lock().unwrap_or_else(|e| e.into_inner()) = c.clone();
+        }
+        Ok(committed)
+    }
+
+    fn read(&self) -> Result<Option<Committed>, OffsetError> {
         let path = self.path();
         let file = match File::open(&path) {
             Ok(f) => f,
@@ -139,10 +176,13 @@ impl OffsetStore {
         let mut lines = body.lines();
         let header = lines.next().unwrap_or("");
         match header.split_once(' ') {
-            Some((MAGIC, version)) if version == FORMAT_VERSION.to_string() => {}
+            Some((MAGIC, version))
+                if version
+                    .parse::<u32>()
+                    .is_ok_and(|v| (FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&v)) => {}
             Some((MAGIC, version)) => {
                 return Err(corrupt(format!(
-                    "format version {version} is not supported (this build reads {FORMAT_VERSION})"
+                    "format version {version} is not supported (this build reads {FORMAT_VERSION_MIN} to {FORMAT_VERSION})"
                 )))
             }
             _ => return Err(corrupt("not a Fjord position file".to_string())),
@@ -158,15 +198,65 @@ impl OffsetStore {
                 expected: self.source_type.clone(),
             });
         }
-        let rest: String = lines.flat_map(|l| [l, "\n"]).collect();
-        let position = SourcePosition::decode(&rest).map_err(|e| corrupt(e.to_string()))?;
-        Ok(Some(position))
+        let mut rest = String::new();
+        let mut sink_state = None;
+        let mut no_position = false;
+        for line in lines {
+            if let Some(state) = line.strip_prefix("sink-state=") {
+                sink_state = Some(state.to_string());
+            } else if line == "position=none" {
+                no_position = true;
+            } else {
+                rest.push_str(line);
+                rest.push('\n');
+            }
+        }
+        let position = if no_position {
+            None
+        } else {
+            Some(SourcePosition::decode(&rest).map_err(|e| corrupt(e.to_string()))?)
+        };
+        Ok(Some(Committed {
+            position,
+            sink_state,
+        }))
     }
 
-    /// Durably replaces the stored position (temp file, fsync, rename, directory fsync).
+    /// Durably replaces the stored position, keeping no sink state (temp
+    /// file, fsync, rename, directory fsync).
     pub fn commit(&self, position: &SourcePosition) -> Result<(), OffsetError> {
+        self.commit_all(&Committed {
+            position: Some(position.clone()),
+            sink_state: None,
+        })
+    }
+
+    /// Durably replaces the sink state, keeping the position last committed
+    /// (or loaded) by this process: for a sink whose state changes between
+    /// two positions (a table it starts writing).
+    pub fn commit_sink_state(&self, sink_state: &str) -> Result<(), OffsetError> {
+        let mut committed = self.last.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        committed.sink_state = Some(sink_state.to_string());
+        self.commit_all(&committed)
+    }
+
+    /// Durably replaces position and sink state together.
+    pub fn commit_all(&self, committed: &Committed) -> Result<(), OffsetError> {
         let mut body = format!("{MAGIC} {FORMAT_VERSION}\nsource={}\n", self.source_type);
-        body.push_str(&position.encode()?);
+        match &committed.position {
+            Some(position) => body.push_str(&position.encode()?),
+            None => body.push_str("position=none\n"),
+        }
+        if let Some(state) = &committed.sink_state {
+            if state.contains(['\n', '\r']) {
+                return Err(OffsetError::Position(PositionError(
+                    "sink state contains a line break".to_string(),
+                )));
+            }
+            body.push_str("sink-state=");
+            body.push_str(state);
+            body.push('\n');
+        }
         let crc = crc32c::crc32c(body.as_bytes());
         body.push_str(&format!("crc32c={crc:08x}\n"));
 
@@ -185,6 +275,7 @@ impl OffsetStore {
         File::open(&self.dir)
             .and_then(|d| d.sync_all())
             .map_err(io_err(&self.dir))?;
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = committed.clone();
         Ok(())
     }
 }
@@ -260,10 +351,51 @@ mod tests {
         let other = OffsetStore::open(dir.path(), "debezium-json").unwrap();
         assert!(matches!(other.load(), Err(OffsetError::WrongSource { .. })));
 
-        let body = "fjord-cdc-position 2\nsource=mysql\nkind=input-offset\nbytes=1\n";
+        let body = "fjord-cdc-position 3\nsource=mysql\nkind=input-offset\nbytes=1\n";
         let crc = crc32c::crc32c(body.as_bytes());
         fs::write(store.path(), format!("{body}crc32c={crc:08x}\n")).unwrap();
         let err = store.load().unwrap_err();
-        assert!(err.to_string().contains("version 2"), "{err}");
+        assert!(err.to_string().contains("version 3"), "{err}");
+    }
+
+    #[test]
+    fn version_1_files_are_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = OffsetStore::open(dir.path(), "mysql").unwrap();
+        let body = "fjord-cdc-position 1\nsource=mysql\nkind=input-offset\nbytes=7\n";
+        let crc = crc32c::crc32c(body.as_bytes());
+        fs::write(store.path(), format!("{body}crc32c={crc:08x}\n")).unwrap();
+        assert_eq!(
+            store.load().unwrap(),
+            Some(SourcePosition::InputOffset { bytes: 7 })
+        );
+    }
+
+    #[test]
+    fn sink_state_is_committed_with_the_position_and_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = OffsetStore::open(dir.path(), "mysql").unwrap();
+        // Before any position: the state alone.
+        store.commit_sink_state("a=1").unwrap();
+        let c = OffsetStore::open(dir.path(), "mysql")
+            .unwrap()
+            .load_committed()
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.position, None);
+        assert_eq!(c.sink_state.as_deref(), Some("a=1"));
+        store
+            .commit_all(&Committed {
+                position: Some(binlog(5)),
+                sink_state: Some("b=2".into()),
+            })
+            .unwrap();
+        // A state change keeps the last position.
+        store.commit_sink_state("c=3").unwrap();
+        let reopened = OffsetStore::open(dir.path(), "mysql").unwrap();
+        let c = reopened.load_committed().unwrap().unwrap();
+        assert_eq!(c.position, Some(binlog(5)));
+        assert_eq!(c.sink_state.as_deref(), Some("c=3"));
+        assert!(store.commit_sink_state("x\ny").is_err());
     }
 }

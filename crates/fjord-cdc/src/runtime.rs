@@ -11,20 +11,30 @@
 //! [`PIPELINE_BATCHES_IN_FLIGHT`] batches exist for the whole run, so after
 //! warm-up nothing is allocated per batch, and a slow sink back-pressures the
 //! source through the free channel.
+//!
+//! Commits: a position is committed (with the sink's state) only after the
+//! sink's [`Sink::flush`] acknowledged every write up to it. A batch the
+//! sink failed on leaves nothing committed past the last complete commit.
+//! When the sink reports its service unavailable ([`SinkError::Unavailable`])
+//! and a state dir is set, [`run`] waits and starts source and sink again
+//! from the last commit, as a restarted process would.
 
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use crate::config::{PipelineDef, SinkDef, SourceDef};
 use crate::event::{EventBatch, BATCH_BYTES_SOFT_MAX, BATCH_EVENTS_MAX};
-use crate::offsets::{OffsetError, OffsetStore};
+use crate::offsets::{Committed, OffsetError, OffsetStore};
 use crate::position::SourcePosition;
 use crate::route::Router;
+use crate::sink::fluss::{FlussSink, UNAVAILABLE_BACKOFF_MAX, UNAVAILABLE_BACKOFF_MIN};
 use crate::sink::print::PrintSink;
 use crate::sink::values::ValuesSink;
-use crate::sink::{Sink, SinkError};
-use crate::source::{self, Poll, Source, SourceError, StartOptions, StopFlag};
+use crate::sink::{Checkpoint, Sink, SinkError, SinkStats};
+use crate::source::{self, Poll, Source, SourceError, SourceProgress, StartOptions, StopFlag};
 
 /// Batches in circulation between the source and the sink: one being filled,
 /// one being written, two queued to absorb jitter. Bounds the pipeline's
@@ -72,6 +82,11 @@ pub struct RunSummary {
     pub resumed_from: Option<SourcePosition>,
     /// CPU time (user + system) of the whole process during the run, from `getrusage`.
     pub cpu: Duration,
+    /// What the sink did.
+    pub sink: SinkStats,
+    /// Times the run started again from the last commit after the sink's
+    /// service was unavailable.
+    pub resumptions: u32,
 }
 
 impl RunSummary {
@@ -116,6 +131,8 @@ pub struct DriveConfig {
     pub commit_interval: Duration,
     /// Most events per batch.
     pub batch_events_max: usize,
+    /// Time between two progress lines in the log (0: none).
+    pub progress_interval: Duration,
 }
 
 impl Default for DriveConfig {
@@ -123,6 +140,7 @@ impl Default for DriveConfig {
         DriveConfig {
             commit_interval: crate::config::STATE_COMMIT_INTERVAL_DEFAULT,
             batch_events_max: BATCH_EVENTS_MAX,
+            progress_interval: Duration::ZERO,
         }
     }
 }
@@ -144,46 +162,105 @@ pub fn open_source(def: SourceDef, start: StartOptions) -> Result<Box<dyn Source
 }
 
 /// Builds the sink a definition names, writing printed output to stdout.
-pub fn open_sink(def: &SinkDef) -> Box<dyn Sink> {
-    match def {
+pub fn open_sink(def: &PipelineDef) -> Result<Box<dyn Sink>, SinkError> {
+    Ok(match &def.sink {
         SinkDef::Print => Box::new(PrintSink::new(std::io::stdout())),
         SinkDef::Values { print } => Box::new(ValuesSink::new(print.then(std::io::stdout))),
-    }
+        SinkDef::Fluss(options) => Box::new(FlussSink::new(
+            options.clone(),
+            def.pipeline.schema_change_behavior,
+        )?),
+    })
 }
 
-/// Runs a pipeline definition to its end (source end, `until_current`, or stop).
+/// Sleeps up to `wait`, waking early if `stop` is raised; false if it was.
+fn sleep_unless_stopped(wait: Duration, stop: &StopFlag) -> bool {
+    let until = Instant::now() + wait;
+    while Instant::now() < until {
+        if stop.is_raised() {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(50).min(until - Instant::now()));
+    }
+    !stop.is_raised()
+}
+
+/// Runs a pipeline definition to its end (source end, `until_current`, or
+/// stop). With a state dir, a sink whose service is unavailable makes the
+/// run wait and start again from the last commit (source and sink opened
+/// anew), until it comes back or the run is stopped.
 pub fn run(def: PipelineDef, options: RunOptions) -> Result<RunSummary, PipelineError> {
     let store = match &def.pipeline.state_dir {
-        Some(dir) => Some(OffsetStore::open(dir, source_type(&def.source))?),
+        Some(dir) => Some(Arc::new(OffsetStore::open(dir, source_type(&def.source))?)),
         None => None,
     };
-    let resume = match &store {
-        Some(store) => store.load()?,
-        None => None,
-    };
-    if let Some(position) = &resume {
-        tracing::info!(?position, "resuming after the last committed position");
+    let mut first_resume = None;
+    let mut backoff = UNAVAILABLE_BACKOFF_MIN;
+    let mut resumptions = 0u32;
+    let started = Instant::now();
+    let cpu_started = process_cpu_time();
+    loop {
+        let committed = match &store {
+            Some(store) => store.load_committed()?.unwrap_or_default(),
+            None => Committed::default(),
+        };
+        if let Some(position) = &committed.position {
+            tracing::info!(?position, "resuming after the last committed position");
+        }
+        if resumptions == 0 {
+            first_resume = committed.position.clone();
+        }
+        // This attempt's own stop flag: raised by the caller's, and by
+        // `drive` when the attempt ends, without touching the caller's.
+        let attempt_stop = options.stop.child();
+        let start = StartOptions {
+            resume: committed.position.clone(),
+            until_current: options.until_current,
+            stop: attempt_stop.clone(),
+        };
+        let attempt = (|| -> Result<RunSummary, PipelineError> {
+            let mut sink = open_sink(&def)?;
+            sink.restore(committed.sink_state.as_deref(), store.clone())?;
+            let source = open_source(def.source.clone(), start)?;
+            drive(
+                source,
+                sink,
+                Router::new(def.routes.clone()),
+                store.as_deref(),
+                DriveConfig {
+                    commit_interval: def.pipeline.state_commit_interval,
+                    batch_events_max: BATCH_EVENTS_MAX,
+                    progress_interval: def.pipeline.progress_interval,
+                },
+                &attempt_stop,
+            )
+        })();
+        match attempt {
+            Err(PipelineError::Sink(e)) if e.is_unavailable() && store.is_some() => {
+                tracing::warn!(
+                    error = %e,
+                    wait = ?backoff,
+                    "the sink's server is unavailable; resuming from the last committed position when it is back"
+                );
+                if !sleep_unless_stopped(backoff, &options.stop) {
+                    return Err(PipelineError::Sink(e));
+                }
+                backoff = (backoff * 2).min(UNAVAILABLE_BACKOFF_MAX);
+                resumptions += 1;
+                continue;
+            }
+            Err(e) => return Err(e),
+            Ok(mut summary) => {
+                // Events and batches are the last attempt's (earlier ones
+                // failed and are replayed from the last commit).
+                summary.resumed_from = first_resume;
+                summary.resumptions = resumptions;
+                summary.elapsed = started.elapsed();
+                summary.cpu = process_cpu_time().saturating_sub(cpu_started);
+                return Ok(summary);
+            }
+        }
     }
-    let start = StartOptions {
-        resume: resume.clone(),
-        until_current: options.until_current,
-        stop: options.stop.clone(),
-    };
-    let source = open_source(def.source, start)?;
-    let sink = open_sink(&def.sink);
-    let mut summary = drive(
-        source,
-        sink,
-        Router::new(def.routes),
-        store.as_ref(),
-        DriveConfig {
-            commit_interval: def.pipeline.state_commit_interval,
-            batch_events_max: BATCH_EVENTS_MAX,
-        },
-        &options.stop,
-    )?;
-    summary.resumed_from = resume;
-    Ok(summary)
 }
 
 enum Message {
@@ -250,6 +327,7 @@ pub fn drive(
     }
     let started = Instant::now();
     let cpu_started = process_cpu_time();
+    let progress = source.progress();
     let stop_source = stop.clone();
     let source_thread = thread::Builder::new()
         .name("cdc-source".to_string())
@@ -266,6 +344,10 @@ pub fn drive(
     let mut confirmed: Option<SourcePosition> = None;
     let mut uncommitted = false;
     let mut last_commit = Instant::now();
+    let mut reporter = Reporter::new(config.progress_interval, progress);
+    // Set when the sink failed inside a batch: its writes are then a
+    // partial batch, and nothing may be committed after them.
+    let mut sink_failed = false;
     let result: Result<(), PipelineError> = loop {
         let message = match full_rx.recv() {
             Ok(m) => m,
@@ -275,6 +357,7 @@ pub fn drive(
             Message::Batch(mut batch) => {
                 router.apply(&mut batch);
                 if let Err(e) = sink.write_batch(&batch) {
+                    sink_failed = true;
                     break Err(e.into());
                 }
                 events += batch.len() as u64;
@@ -287,12 +370,16 @@ pub fn drive(
                 // batch is simply dropped.
                 let _ = free_tx.send(batch);
                 if uncommitted && last_commit.elapsed() >= commit_interval {
-                    if let Err(e) = commit(&mut *sink, store, confirmed.as_ref()) {
-                        break Err(e);
+                    match commit(&mut *sink, store, confirmed.as_ref()) {
+                        Err(e) => {
+                            sink_failed = matches!(e, PipelineError::Sink(_));
+                            break Err(e);
+                        }
+                        Ok(committed) => uncommitted = !committed,
                     }
-                    uncommitted = false;
                     last_commit = Instant::now();
                 }
+                reporter.maybe_report(events, &*sink);
             }
             Message::End => break Ok(()),
             Message::Failed(e) => break Err(e.into()),
@@ -302,10 +389,12 @@ pub fn drive(
     stop.raise();
     drop(free_tx);
     drop(full_rx);
-    // Whatever happened, deliver and commit what the sink has confirmed so far:
-    // a restart then resumes right after it.
-    let final_commit = if uncommitted {
-        commit(&mut *sink, store, confirmed.as_ref())
+    // Unless the sink failed inside a batch, deliver and commit what the
+    // sink has confirmed so far: a restart then resumes right after it.
+    let final_commit = if sink_failed {
+        Ok(())
+    } else if uncommitted {
+        commit(&mut *sink, store, confirmed.as_ref()).map(|_| ())
     } else {
         sink.flush().map_err(PipelineError::from)
     };
@@ -315,6 +404,7 @@ pub fn drive(
     if joined.is_err() {
         return Err(PipelineError::SourceThread);
     }
+    reporter.report(events, &*sink);
     Ok(RunSummary {
         events,
         batches,
@@ -322,19 +412,100 @@ pub fn drive(
         position: confirmed,
         resumed_from: None,
         cpu: process_cpu_time().saturating_sub(cpu_started),
+        sink: sink.stats(),
+        resumptions: 0,
     })
 }
 
+/// Flushes the sink, then commits `position` with the sink's state; false
+/// when the sink held the commit back ([`Checkpoint::Hold`]).
 fn commit(
     sink: &mut dyn Sink,
     store: Option<&OffsetStore>,
     position: Option<&SourcePosition>,
-) -> Result<(), PipelineError> {
+) -> Result<bool, PipelineError> {
     sink.flush()?;
     if let (Some(store), Some(position)) = (store, position) {
-        store.commit(position)?;
+        match sink.checkpoint()? {
+            Checkpoint::Hold => return Ok(false),
+            Checkpoint::Commit(sink_state) => store.commit_all(&Committed {
+                position: Some(position.clone()),
+                sink_state,
+            })?,
+        }
     }
-    Ok(())
+    Ok(true)
+}
+
+/// Writes a progress line to the log every interval: events and their
+/// rate, the source's lag, and rows per sink table.
+struct Reporter {
+    interval: Duration,
+    source: Option<SourceProgress>,
+    last: Instant,
+    last_events: u64,
+}
+
+impl Reporter {
+    fn new(interval: Duration, source: Option<SourceProgress>) -> Reporter {
+        Reporter {
+            interval,
+            source,
+            last: Instant::now(),
+            last_events: 0,
+        }
+    }
+
+    #[inline]
+    fn maybe_report(&mut self, events: u64, sink: &dyn Sink) {
+        if self.interval.is_zero() || self.last.elapsed() < self.interval {
+            return;
+        }
+        self.report(events, sink);
+    }
+
+    #[cold]
+    fn report(&mut self, events: u64, sink: &dyn Sink) {
+        if self.interval.is_zero() {
+            return;
+        }
+        let seconds = self.last.elapsed().as_secs_f64().max(1e-9);
+        let rate = (events - self.last_events) as f64 / seconds;
+        self.last = Instant::now();
+        self.last_events = events;
+        let mut line = format!("{events} events ({rate:.0}/s)");
+        if let Some(source) = &self.source {
+            let p = source.get();
+            line.push_str(&format!(", source {}", p.phase));
+            if p.behind_bytes == Some(0) {
+                line.push_str(", at the head");
+            } else if let Some(ms) = p.event_time_ms {
+                let now_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as i64);
+                line.push_str(&format!(
+                    ", lag {:.1} s",
+                    (now_ms - ms).max(0) as f64 / 1000.0
+                ));
+            }
+            match (p.behind_bytes, &p.head) {
+                (Some(0), _) => {}
+                (Some(bytes), Some(head)) => {
+                    line.push_str(&format!(", {bytes} bytes behind the head ({head})"))
+                }
+                (None, Some(head)) => line.push_str(&format!(", head {head}")),
+                (_, None) => {}
+            }
+        }
+        let stats = sink.stats();
+        for t in &stats.tables {
+            line.push_str(&format!("; {} {} rows", t.table, t.rows));
+            if t.deletes > 0 {
+                line.push_str(&format!(" {} deletes", t.deletes));
+            }
+        }
+        tracing::info!("pipeline progress: {line}");
+    }
 }
 
 #[cfg(test)]
@@ -418,6 +589,7 @@ mod tests {
             DriveConfig {
                 commit_interval: Duration::from_secs(3600),
                 batch_events_max: 1,
+                progress_interval: Duration::ZERO,
             },
             &stop,
         )

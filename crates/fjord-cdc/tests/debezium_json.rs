@@ -437,6 +437,7 @@ fn restart_resumes_after_the_last_confirmed_event() {
     let drive_config = DriveConfig {
         commit_interval: std::time::Duration::ZERO,
         batch_events_max: 2,
+        progress_interval: std::time::Duration::ZERO,
     };
 
     // First run: the sink confirms one batch (ids 1, 2), then fails.

@@ -262,3 +262,111 @@ fn routes_map_tables_with_replace_symbol_and_first_match_wins() {
     check("app", "users", Some("ods.ods_users"));
     check("other", "users", None);
 }
+
+/// Flink CDC's Fluss pipeline connector definition (its documentation's
+/// example, with every option), as written.
+const FLUSS: &str = "\
+source:
+  type: mysql
+  hostname: localhost
+  port: 3306
+  username: root
+  password: 123456
+  tables: app.\\.*
+  scan.incremental.snapshot.chunk.size: 4096
+sink:
+  type: fluss
+  name: Fluss Sink
+  bootstrap.servers: localhost:9123,localhost:9124
+  bucket.key: app.orders:id;app.users:id,name
+  bucket.num: app.orders:4;app.users:8
+  properties.client.writer.batch-size: 1mb
+  properties.table.log.ttl: 7d
+  include.schema.changes: [create.table, column]
+  exclude.schema.changes: drop.column
+route:
+  - source-table: app.\\.*
+    sink-table: ods.ods_<>
+    replace-symbol: <>
+pipeline:
+  name: MySQL to Fluss
+  schema.change.behavior: try_evolve
+";
+
+#[test]
+fn fluss_sink_options_are_parsed_with_flink_cdc_names() {
+    use fjord_cdc::sink::fluss::options::SchemaChangeBehavior;
+    let def = config::parse(FLUSS).unwrap();
+    let SinkDef::Fluss(fluss) = &def.sink else {
+        panic!("not fluss: {:?}", def.sink)
+    };
+    assert_eq!(
+        fluss.bootstrap_servers,
+        ["localhost:9123", "localhost:9124"]
+    );
+    assert_eq!(
+        fluss.bucket_keys[&TableId::new("app", "users")],
+        ["id", "name"]
+    );
+    assert_eq!(fluss.bucket_nums[&TableId::new("app", "orders")], 4);
+    assert_eq!(fluss.client_options["client.writer.batch-size"], "1mb");
+    assert_eq!(fluss.table_properties["table.log.ttl"], "7d");
+    let include: Vec<&str> = fluss
+        .include_schema_changes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str())
+        .collect();
+    assert_eq!(include, ["create.table", "column"]);
+    assert!(fluss.applies(SchemaChangeBehavior::TryEvolve, "add.column"));
+    assert!(!fluss.applies(SchemaChangeBehavior::TryEvolve, "drop.column"));
+    assert!(!fluss.applies(SchemaChangeBehavior::TryEvolve, "truncate.table"));
+    assert_eq!(
+        def.pipeline.schema_change_behavior,
+        SchemaChangeBehavior::TryEvolve
+    );
+    let SourceDef::MySql(mysql) = def.source else {
+        panic!("not mysql")
+    };
+    assert_eq!(mysql.snapshot_chunk_size, 4096);
+}
+
+#[test]
+fn bad_fluss_sink_options_name_the_option_and_line() {
+    let with = |from: &str, to: &str| FLUSS.replace(from, to);
+    check_error(
+        &with("bucket.num: app.orders:4;", "bucket.num: app.orders:x;"),
+        14,
+        "bucket.num",
+    );
+    check_error(
+        &with("bucket.key: app.orders:id;", "bucket.key: orders:id;"),
+        13,
+        "bucket.key",
+    );
+    check_error(
+        &with("[create.table, column]", "[create.table, columns]"),
+        17,
+        "unknown schema change type \"columns\"",
+    );
+    check_error(
+        &with("try_evolve", "evolving"),
+        25,
+        "schema.change.behavior",
+    );
+    check_error(
+        &with(
+            "  name: Fluss Sink\n",
+            "  name: Fluss Sink\n  properties.foo: 1\n",
+        ),
+        12,
+        "properties.foo",
+    );
+    check_error(&with("1mb", "huge"), 9, "client.writer.batch-size");
+    check_error(
+        &with("  bootstrap.servers: localhost:9123,localhost:9124\n", ""),
+        9,
+        "bootstrap.servers",
+    );
+}

@@ -5,7 +5,8 @@
 //!
 //! Fjord extensions (options Flink CDC does not have) are few and documented
 //! where they are parsed: `pipeline.state-dir`, `pipeline.state.commit-interval-ms`,
-//! and the `debezium-json` source and `print` sink.
+//! `pipeline.progress.interval-ms`, and the `debezium-json` source and
+//! `print` sink.
 
 pub mod yaml;
 
@@ -13,6 +14,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::filter::{TableFilter, TablePattern};
+use crate::sink::fluss::options::{
+    parse_bucket_keys, parse_bucket_nums, FlussSinkOptions, SchemaChangeBehavior, SchemaChangeTag,
+};
 use crate::source::{MySqlSourceConfig, ServerIdRange, SpecificOffset, StartupMode};
 use yaml::Node;
 
@@ -99,6 +103,8 @@ pub enum SinkDef {
         /// `print.enabled`.
         print: bool,
     },
+    /// `type: fluss`: writes Fjord (Fluss) tables through the native client.
+    Fluss(FlussSinkOptions),
 }
 
 /// One `route` entry.
@@ -129,7 +135,21 @@ pub struct PipelineOptions {
     /// commits; 0 commits after every batch. The final position is always committed
     /// on a clean stop.
     pub state_commit_interval: Duration,
+    /// `schema.change.behavior` (default `lenient`): what sinks that hold
+    /// tables (`fluss`) do with schema changes; the print and values sinks
+    /// show every change as the source emits it.
+    pub schema_change_behavior: SchemaChangeBehavior,
+    /// `progress.interval-ms` (Fjord; default 5000, 0 = off): how often a
+    /// progress line (rows per table, lag behind the source's head) goes to
+    /// the log (stderr).
+    pub progress_interval: Duration,
 }
+
+/// Default time between two progress lines on stderr.
+pub const PROGRESS_INTERVAL_DEFAULT: Duration = Duration::from_secs(5);
+
+/// The items of a list option, each with its line.
+type ListItems = Vec<(String, usize)>;
 
 /// A mapping's options, consumed one by one; whatever is left is unknown.
 struct Options<'a> {
@@ -234,6 +254,50 @@ impl<'a> Options<'a> {
         }
     }
 
+    /// Takes a list option: a YAML list of scalars, or one scalar of
+    /// comma-separated items; `None` if absent or null.
+    fn list(&mut self, key: &str) -> Result<Option<(ListItems, usize)>, ConfigError> {
+        let section = self.section;
+        let Some(entry) = self.entries.iter_mut().find(|e| e.0 == key) else {
+            return Ok(None);
+        };
+        entry.3 = true;
+        match entry.2 {
+            Node::Scalar { null: true, .. } => Ok(None),
+            Node::Scalar { value, line, .. } => Ok(Some((
+                value
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|v| !v.is_empty())
+                    .map(|v| (v.to_string(), *line))
+                    .collect(),
+                entry.1,
+            ))),
+            Node::Seq { items, .. } => {
+                let mut out = Vec::with_capacity(items.len());
+                for item in items {
+                    match item {
+                        Node::Scalar { value, line, .. } => out.push((value.trim().to_string(), *line)),
+                        other => {
+                            return Err(error(
+                                other.line(),
+                                format!("option `{key}` in `{section}` must be a list of names, found {} in it", other.kind()),
+                            ))
+                        }
+                    }
+                }
+                Ok(Some((out, entry.1)))
+            }
+            other => Err(error(
+                entry.1,
+                format!(
+                    "option `{key}` in `{section}` must be a list, found {}",
+                    other.kind()
+                ),
+            )),
+        }
+    }
+
     /// Marks every option starting with `prefix` as known; returns their keys and lines.
     fn prefixed(&mut self, prefix: &str) -> Vec<(&'a str, usize)> {
         let mut taken = Vec::new();
@@ -244,6 +308,34 @@ impl<'a> Options<'a> {
             }
         }
         taken
+    }
+
+    /// Takes every scalar option starting with `prefix`: `(key, value, line)`.
+    fn prefixed_values(
+        &mut self,
+        prefix: &str,
+    ) -> Result<Vec<(&'a str, &'a str, usize)>, ConfigError> {
+        let section = self.section;
+        let mut taken = Vec::new();
+        for entry in &mut self.entries {
+            if entry.0.starts_with(prefix) {
+                entry.3 = true;
+                match entry.2 {
+                    Node::Scalar { value, .. } => taken.push((entry.0, value.as_str(), entry.1)),
+                    other => {
+                        return Err(error(
+                            entry.1,
+                            format!(
+                                "option `{}` in `{section}` must be a single value, found {}",
+                                entry.0,
+                                other.kind()
+                            ),
+                        ))
+                    }
+                }
+            }
+        }
+        Ok(taken)
     }
 
     /// Errors on the first option nobody took.
@@ -286,7 +378,7 @@ const MYSQL_OPTIONS: &str =
 server-id, server-time-zone, scan.startup.mode, scan.startup.specific-offset.file, \
 scan.startup.specific-offset.pos, scan.startup.specific-offset.gtid-set, \
 scan.startup.specific-offset.skip-events, scan.startup.specific-offset.skip-rows, \
-scan.startup.timestamp-millis, scan.snapshot.fetch.size, connect.timeout, connect.max-retries, \
+scan.startup.timestamp-millis, scan.snapshot.fetch.size, scan.incremental.snapshot.chunk.size, connect.timeout, connect.max-retries, \
 heartbeat.interval, debezium.* (ignored)";
 
 const DEBEZIUM_OPTIONS: &str = "type, name, path, tables, tables.exclude, decimal.handling.mode";
@@ -401,6 +493,17 @@ fn parse_mysql(source_type: &str, mut o: Options<'_>) -> Result<SourceDef, Confi
         }
         Some((n, _)) => n,
     };
+    let snapshot_chunk_size =
+        match o.parsed::<u32>("scan.incremental.snapshot.chunk.size", "a row count")? {
+            None => crate::source::SNAPSHOT_CHUNK_SIZE_DEFAULT,
+            Some((0, line)) => {
+                return Err(error(
+                    line,
+                    "option `scan.incremental.snapshot.chunk.size` must be at least 1".to_string(),
+                ))
+            }
+            Some((n, _)) => n,
+        };
     let connect_timeout = o
         .duration("connect.timeout")?
         .unwrap_or(Duration::from_secs(30));
@@ -429,6 +532,7 @@ fn parse_mysql(source_type: &str, mut o: Options<'_>) -> Result<SourceDef, Confi
         server_time_zone,
         startup,
         snapshot_fetch_size,
+        snapshot_chunk_size,
         connect_timeout,
         connect_max_retries,
         heartbeat_interval,
@@ -514,14 +618,109 @@ fn parse_sink(node: &Node, line: usize) -> Result<SinkDef, ConfigError> {
             o.finish("type, name, materialized.in.memory, print.enabled")?;
             SinkDef::Values { print }
         }
+        "fluss" => SinkDef::Fluss(parse_fluss(o)?),
         other => {
             return Err(error(
                 line,
-                format!("unknown sink type {other:?} (supported: print, values)"),
+                format!("unknown sink type {other:?} (supported: print, values, fluss)"),
             ))
         }
     };
     Ok(sink)
+}
+
+const FLUSS_OPTIONS: &str = "type, name, bootstrap.servers, bucket.key, bucket.num, \
+properties.client.*, properties.table.*, include.schema.changes, exclude.schema.changes";
+
+fn parse_fluss(mut o: Options<'_>) -> Result<FlussSinkOptions, ConfigError> {
+    let (servers, servers_line) = o.required("bootstrap.servers")?;
+    let bootstrap_servers: Vec<String> = servers
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    if bootstrap_servers.is_empty() {
+        return Err(error(
+            servers_line,
+            "option `bootstrap.servers` names no server (expected host:port[,host:port...])"
+                .to_string(),
+        ));
+    }
+    let bucket_keys = match o.scalar("bucket.key")? {
+        None => Default::default(),
+        Some((text, line)) => parse_bucket_keys(text).map_err(|e| {
+            error(
+                line,
+                format!("option `bucket.key`: {e} (format: db.t1:k1,k2;db.t2:k3)"),
+            )
+        })?,
+    };
+    let bucket_nums = match o.scalar("bucket.num")? {
+        None => Default::default(),
+        Some((text, line)) => parse_bucket_nums(text).map_err(|e| {
+            error(
+                line,
+                format!("option `bucket.num`: {e} (format: db.t1:4;db.t2:8)"),
+            )
+        })?,
+    };
+    let mut client_options = std::collections::BTreeMap::new();
+    for (key, value, _) in o.prefixed_values("properties.client.")? {
+        client_options.insert(key["properties.".len()..].to_string(), value.to_string());
+    }
+    // Checked now, so a misspelt client option fails before anything starts.
+    fjord_client::WriterConfig::from_options(
+        client_options.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    )
+    .map_err(|e| error(o.line, format!("`properties.client.*`: {e}")))?;
+    let mut table_properties = std::collections::BTreeMap::new();
+    for (key, value, _) in o.prefixed_values("properties.table.")? {
+        table_properties.insert(key["properties.".len()..].to_string(), value.to_string());
+    }
+    if let Some((key, line)) = o
+        .prefixed("properties.")
+        .into_iter()
+        .find(|(k, _)| !k.starts_with("properties.client.") && !k.starts_with("properties.table."))
+    {
+        return Err(error(
+            line,
+            format!("option `{key}`: only `properties.client.*` and `properties.table.*` are passed on to Fluss"),
+        ));
+    }
+    let tags =
+        |o: &mut Options<'_>, key: &str| -> Result<Option<Vec<SchemaChangeTag>>, ConfigError> {
+            match o.list(key)? {
+                None => Ok(None),
+                Some((items, _)) => items
+                    .into_iter()
+                    .map(|(item, line)| {
+                        SchemaChangeTag::parse(&item).ok_or_else(|| {
+                            error(
+                                line,
+                                format!(
+                                "option `{key}`: unknown schema change type {item:?} (known: {})",
+                                SchemaChangeTag::known()
+                            ),
+                            )
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+                    .map(Some),
+            }
+        };
+    let include_schema_changes = tags(&mut o, "include.schema.changes")?;
+    let exclude_schema_changes = tags(&mut o, "exclude.schema.changes")?;
+    o.finish(FLUSS_OPTIONS)?;
+    Ok(FlussSinkOptions {
+        bootstrap_servers,
+        bucket_keys,
+        bucket_nums,
+        client_options,
+        table_properties,
+        include_schema_changes,
+        exclude_schema_changes,
+    })
 }
 
 fn parse_routes(node: &Node) -> Result<Vec<RouteDef>, ConfigError> {
@@ -567,6 +766,8 @@ fn parse_pipeline(node: Option<(&Node, usize)>) -> Result<PipelineOptions, Confi
         parallelism: 1,
         state_dir: None,
         state_commit_interval: STATE_COMMIT_INTERVAL_DEFAULT,
+        schema_change_behavior: SchemaChangeBehavior::default(),
+        progress_interval: PROGRESS_INTERVAL_DEFAULT,
     };
     let Some((node, line)) = node else {
         return Ok(options);
@@ -585,13 +786,18 @@ fn parse_pipeline(node: Option<(&Node, usize)>) -> Result<PipelineOptions, Confi
     if let Some((ms, _)) = o.parsed::<u64>("state.commit-interval-ms", "milliseconds")? {
         options.state_commit_interval = Duration::from_millis(ms);
     }
-    if let Some((key, line)) = o.prefixed("schema.change.").into_iter().next() {
-        return Err(error(
-            line,
-            format!("option `{key}` is not supported yet: schema changes are always forwarded to the sink"),
-        ));
+    if let Some((ms, _)) = o.parsed::<u64>("progress.interval-ms", "milliseconds")? {
+        options.progress_interval = Duration::from_millis(ms);
     }
-    o.finish("name, parallelism, state-dir, state.commit-interval-ms")?;
+    if let Some((text, line)) = o.scalar("schema.change.behavior")? {
+        options.schema_change_behavior = SchemaChangeBehavior::parse(text).ok_or_else(|| {
+            error(
+                line,
+                format!("option `schema.change.behavior` must be one of exception, evolve, try_evolve, lenient, ignore; found {text:?}"),
+            )
+        })?;
+    }
+    o.finish("name, parallelism, state-dir, state.commit-interval-ms, progress.interval-ms, schema.change.behavior")?;
     Ok(options)
 }
 

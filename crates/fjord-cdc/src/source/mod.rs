@@ -35,6 +35,9 @@ use crate::event::EventBatch;
 use crate::position::SourcePosition;
 use crate::schema::SchemaError;
 
+/// Default `scan.incremental.snapshot.chunk.size` (Flink CDC's default).
+pub const SNAPSHOT_CHUNK_SIZE_DEFAULT: u32 = 8096;
+
 /// Longest a source may block in [`Source::next_batch`] without returning, so
 /// the runtime can commit offsets and notice a stop request while idle.
 pub const IDLE_RETURN_MAX: Duration = Duration::from_millis(500);
@@ -49,8 +52,14 @@ pub enum Poll {
 }
 
 /// A stop request shared by the runtime and a source (set on SIGINT/SIGTERM).
+/// A child flag ([`StopFlag::child`]) is also raised by its parent: the
+/// runtime stops one attempt of a run with it without touching the
+/// caller's flag.
 #[derive(Clone, Debug, Default)]
-pub struct StopFlag(Arc<AtomicBool>);
+pub struct StopFlag {
+    own: Arc<AtomicBool>,
+    parent: Option<Arc<AtomicBool>>,
+}
 
 impl StopFlag {
     /// A flag not yet raised.
@@ -58,14 +67,26 @@ impl StopFlag {
         StopFlag::default()
     }
 
+    /// A new flag, raised when it or this one is.
+    pub fn child(&self) -> StopFlag {
+        StopFlag {
+            own: Arc::new(AtomicBool::new(false)),
+            parent: Some(Arc::clone(&self.own)),
+        }
+    }
+
     /// Requests a stop.
     pub fn raise(&self) {
-        self.0.store(true, Ordering::Relaxed);
+        self.own.store(true, Ordering::Relaxed);
     }
 
     /// Whether a stop was requested (a source checks this once per batch).
     pub fn is_raised(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.own.load(Ordering::Relaxed)
+            || self
+                .parent
+                .as_ref()
+                .is_some_and(|p| p.load(Ordering::Relaxed))
     }
 }
 
@@ -85,6 +106,41 @@ pub trait Source: Send {
     /// Appends the next events to `batch` (cleared by the caller) and sets its
     /// position; see the module docs for the contract.
     fn next_batch(&mut self, batch: &mut EventBatch) -> Result<Poll, SourceError>;
+
+    /// Where the source reports its progress (read by the runtime's progress
+    /// lines); `None` if it reports none.
+    fn progress(&self) -> Option<SourceProgress> {
+        None
+    }
+}
+
+/// What a source reports about its progress, updated once per batch.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProgressSnapshot {
+    /// `snapshot`, `binlog`, ...
+    pub phase: &'static str,
+    /// Source time of the last event read (ms since 1970), if known.
+    pub event_time_ms: Option<i64>,
+    /// Bytes between the read position and the source's head, if known.
+    pub behind_bytes: Option<u64>,
+    /// The source's head (e.g. `binlog.000003:4711`), if known.
+    pub head: Option<String>,
+}
+
+/// A source's progress, shared with the runtime (one lock per batch).
+#[derive(Clone, Debug, Default)]
+pub struct SourceProgress(Arc<std::sync::Mutex<ProgressSnapshot>>);
+
+impl SourceProgress {
+    /// Replaces the snapshot.
+    pub fn update(&self, f: impl FnOnce(&mut ProgressSnapshot)) {
+        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    /// The current snapshot.
+    pub fn get(&self) -> ProgressSnapshot {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 /// Why a source failed. Messages say what was wrong and what to do.

@@ -78,6 +78,10 @@ pub struct MySqlSourceConfig {
     pub startup: StartupMode,
     /// `scan.snapshot.fetch.size` (default 1024): rows per snapshot fetch.
     pub snapshot_fetch_size: u32,
+    /// `scan.incremental.snapshot.chunk.size` (default 8096, Flink CDC's):
+    /// rows per snapshot chunk of a table with a primary key, each read in
+    /// its own short transaction.
+    pub snapshot_chunk_size: u32,
     /// `connect.timeout` (default 30 s).
     pub connect_timeout: Duration,
     /// `connect.max-retries` (default 3).

@@ -31,6 +31,7 @@ pub fn config(db: &MariaDb, tables: &str, startup: StartupMode) -> MySqlSourceCo
         server_time_zone: None,
         startup,
         snapshot_fetch_size: 1024,
+        snapshot_chunk_size: fjord_cdc::source::SNAPSHOT_CHUNK_SIZE_DEFAULT,
         connect_timeout: Duration::from_secs(10),
         connect_max_retries: 3,
         heartbeat_interval: Duration::from_secs(30),

@@ -298,3 +298,4 @@ impl Drop for MariaDb {
 }
 
 pub mod capture;
+pub mod fjord;

@@ -4,8 +4,18 @@
 //! With `--until-current` the source stops at the position that was current
 //! when the pipeline started, and one JSON summary line follows the sink's
 //! output on stdout:
-//! `{"pipeline":…,"events":…,"batches":…,"elapsed_s":…,"events_per_s":…,"cpu_s":…,"cpu_ns_per_event":…}`
-//! (CPU is the whole process's user + system time from `getrusage`).
+//! `{"pipeline":…,"events":…,"batches":…,"elapsed_s":…,"events_per_s":…,"cpu_s":…,"cpu_ns_per_event":…,`
+//! `"resumptions":…,"sink":{"rows":…,"deletes":…,"schema_changes":…,"flushes":…,"flush_wait_s":…,`
+//! `"skipped_replays":…,"tables":{"db.t":{"rows":…,"deletes":…},…}}}`
+//! (CPU is the whole process's user + system time from `getrusage`; the
+//! sink figures are what a table sink wrote: rows upserted or appended,
+//! deletes, tables created or changed, flushes and the time spent waiting
+//! for their acknowledgements, replayed events found already written after
+//! a restart).
+//!
+//! While it runs, a progress line goes to stderr every
+//! `pipeline.progress.interval-ms` (default 5 s): events and their rate,
+//! the source's phase and lag behind its head, rows per sink table.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -113,8 +123,21 @@ fn run_pipeline(args: RunArgs) -> anyhow::Result<()> {
     );
     done.store(true, Ordering::Relaxed);
     let summary = result.context("pipeline failed")?;
+    let sink = &summary.sink;
+    let tables: Vec<String> = sink
+        .tables
+        .iter()
+        .map(|t| {
+            format!(
+                "{}:{{\"rows\":{},\"deletes\":{}}}",
+                json_string(&t.table),
+                t.rows,
+                t.deletes
+            )
+        })
+        .collect();
     let line = format!(
-        "{{\"pipeline\":{},\"events\":{},\"batches\":{},\"elapsed_s\":{:.6},\"events_per_s\":{:.1},\"cpu_s\":{:.6},\"cpu_ns_per_event\":{:.1}}}",
+        "{{\"pipeline\":{},\"events\":{},\"batches\":{},\"elapsed_s\":{:.6},\"events_per_s\":{:.1},\"cpu_s\":{:.6},\"cpu_ns_per_event\":{:.1},\"resumptions\":{},\"sink\":{{\"rows\":{},\"deletes\":{},\"schema_changes\":{},\"flushes\":{},\"flush_wait_s\":{:.6},\"skipped_replays\":{},\"tables\":{{{}}}}}}}",
         json_string(name.as_deref().unwrap_or("")),
         summary.events,
         summary.batches,
@@ -122,6 +145,14 @@ fn run_pipeline(args: RunArgs) -> anyhow::Result<()> {
         summary.events_per_s(),
         summary.cpu.as_secs_f64(),
         summary.cpu_ns_per_event(),
+        summary.resumptions,
+        sink.tables.iter().map(|t| t.rows).sum::<u64>(),
+        sink.tables.iter().map(|t| t.deletes).sum::<u64>(),
+        sink.schema_changes,
+        sink.flushes,
+        sink.flush_wait.as_secs_f64(),
+        sink.skipped_replays,
+        tables.join(","),
     );
     if args.until_current {
         println!("{line}");

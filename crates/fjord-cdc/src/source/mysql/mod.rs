@@ -59,8 +59,8 @@ use crate::event::EventBatch;
 use crate::position::{BinlogPosition, SourcePosition};
 use crate::schema::TableId;
 use crate::source::{
-    MySqlSourceConfig, Poll, Source, SourceError, SpecificOffset, StartOptions, StartupMode,
-    IDLE_RETURN_MAX,
+    MySqlSourceConfig, Poll, Source, SourceError, SourceProgress, SpecificOffset, StartOptions,
+    StartupMode, IDLE_RETURN_MAX,
 };
 
 use decode::{rows_event, RowDecoder, Scratch, TableMap};
@@ -128,9 +128,19 @@ struct Runtime {
 
 impl Source for Runtime {
     fn next_batch(&mut self, batch: &mut EventBatch) -> Result<Poll, SourceError> {
-        self.rt.block_on(self.source.next_batch(batch))
+        let poll = self.rt.block_on(self.source.next_batch(batch))?;
+        self.rt.block_on(self.source.report_progress());
+        Ok(poll)
+    }
+
+    fn progress(&self) -> Option<SourceProgress> {
+        Some(self.source.progress.clone())
     }
 }
+
+/// How often the source asks the server for the binlog head (one
+/// `SHOW MASTER STATUS` on the query connection), for progress lines.
+const HEAD_REFRESH_INTERVAL: Duration = Duration::from_secs(1);
 
 fn db_err(context: &str) -> impl Fn(mysql_async::Error) -> SourceError + '_ {
     move |e| SourceError::Database(format!("{context}: {e}"))
@@ -215,6 +225,13 @@ struct MySqlSource {
     fde_seen: bool,
     /// Checksum bytes per event (`binlog_checksum`: 4 for CRC32, 0 for NONE).
     checksum_len: usize,
+    /// What the progress lines show (updated once per batch).
+    progress: SourceProgress,
+    /// Source time of the last event read (seconds since 1970; 0: none yet).
+    last_event_time: u32,
+    /// The binlog head last asked for, and when.
+    head: Option<(String, u64)>,
+    head_asked: Option<Instant>,
 }
 
 impl MySqlSource {
@@ -281,6 +298,10 @@ impl MySqlSource {
             fde_seen: false,
             checksum_len: 4,
             schemas_hex: String::new(),
+            progress: SourceProgress::default(),
+            last_event_time: 0,
+            head: None,
+            head_asked: None,
             config,
         };
         source.schemas_changed();
@@ -531,6 +552,49 @@ impl MySqlSource {
         self.schemas_hex = hex;
     }
 
+    /// Updates the progress the runtime reads: phase, the last event's
+    /// time, the binlog head (asked at most every [`HEAD_REFRESH_INTERVAL`];
+    /// a failed ask only leaves the head unknown) and the bytes behind it.
+    async fn report_progress(&mut self) {
+        let phase = match self.phase {
+            Phase::Snapshot { .. } => "snapshot",
+            Phase::Binlog => "binlog",
+            Phase::Done => "done",
+        };
+        if matches!(self.phase, Phase::Binlog)
+            && self
+                .head_asked
+                .is_none_or(|t| t.elapsed() >= HEAD_REFRESH_INTERVAL)
+        {
+            self.head_asked = Some(Instant::now());
+            if self.query_conn.is_none() {
+                self.query_conn = connect(&self.opts, &self.config).await.ok();
+            }
+            if let Some(conn) = self.query_conn.as_mut() {
+                match master_status(conn).await {
+                    Ok(head) => self.head = Some(head),
+                    Err(_) => self.query_conn = None,
+                }
+            }
+        }
+        let behind_bytes = match &self.head {
+            Some((file, pos)) if *file == self.file => Some(pos.saturating_sub(self.next_pos)),
+            _ => None,
+        };
+        let event_time_ms =
+            (self.last_event_time > 0).then(|| i64::from(self.last_event_time) * 1000);
+        let head = self
+            .head
+            .as_ref()
+            .map(|(file, pos)| format!("{file}:{pos}"));
+        self.progress.update(|p| {
+            p.phase = phase;
+            p.event_time_ms = event_time_ms;
+            p.behind_bytes = behind_bytes;
+            p.head = head;
+        });
+    }
+
     fn reached_until(&self) -> bool {
         match &self.until {
             Some((file, pos)) => {
@@ -683,6 +747,10 @@ impl MySqlSource {
         let header = event.header();
         let kind = header.event_type_raw();
         let log_pos = u64::from(header.log_pos());
+        // Fake events (rotate, format description on connect) carry time 0.
+        if header.timestamp() != 0 {
+            self.last_event_time = header.timestamp();
+        }
         let start_pos = log_pos.saturating_sub(u64::from(header.event_size()));
         let data = event.data();
         // CRC32 footer check: the framing layer strips the checksum but does
