@@ -21,10 +21,12 @@ enum Command {
     Quickstart(cmd::quickstart::Args),
     /// Run a CDC pipeline defined in Flink CDC 3 pipeline YAML.
     Pipeline(cmd::pipeline::Args),
-    /// Write CSV or JSON lines from stdin or a file into a table.
+    /// Write CSV or JSON lines from stdin or a file into a table (upserts and deletes for a primary-key table).
     Produce(cmd::produce::Args),
-    /// Read a table to stdout as a pretty table, CSV or JSON lines.
+    /// Read a table (a primary-key table's current rows or changelog) to stdout as a pretty table, CSV or JSON lines.
     Scan(cmd::scan::Args),
+    /// Look rows of a primary-key table up by key or key prefix.
+    Lookup(cmd::lookup::Args),
     /// List, create or drop the partitions of a partitioned table.
     Partitions(cmd::partitions::Args),
     /// SQL on live tables: one statement (-e), a script (-f) or an interactive shell.
@@ -42,6 +44,7 @@ fn main() -> anyhow::Result<()> {
         Command::Quickstart(args) => cmd::quickstart::run(args),
         Command::Produce(args) => cmd::produce::run(args),
         Command::Scan(args) => cmd::scan::run(args),
+        Command::Lookup(args) => cmd::lookup::run(args),
         Command::Partitions(args) => cmd::partitions::run(args),
         Command::Sql(args) => cmd::sql::run(args),
         Command::Bench(args) => cmd::bench::run(args),

@@ -1,6 +1,8 @@
 //! One module per `fjord` subcommand.
 
 pub mod bench;
+pub mod input;
+pub mod lookup;
 pub mod partitions;
 pub mod pipeline;
 pub mod produce;

@@ -1,20 +1,34 @@
-//! `fjord produce`: CSV or JSON lines from a file or stdin into a log table.
+//! `fjord produce`: CSV or JSON lines from a file or stdin into a table.
 //!
-//! Input is parsed straight into Arrow with the table's Arrow schema
-//! (arrow-csv / arrow-json decoders built once per run), a batch of lines
-//! at a time, on a reader thread, while the native append writer (acks=all
-//! unless `--set client.writer.acks=...`) sends the previous batches;
-//! hand-offs between the two are per batch. Rows of a partitioned table go
-//! to the writer one by one (each is routed to its partition, created on
-//! demand as the writer's `client.writer.dynamic-create-partition.enabled`
-//! allows); other tables take each parsed batch whole.
-//! One record per line: blank lines are skipped (and still counted, so line
-//! numbers match an editor's); a CSV field may not contain a line break.
+//! Input is parsed into Arrow with the table's schema ([`super::input`]), a
+//! batch of lines at a time, on a reader thread, while the writer sends the
+//! previous batches; hand-offs between the two are per batch.
 //!
-//! A line that does not parse stops the run with an error naming the line
-//! number and, where the decoder says, the column; nothing after the batch
-//! that holds the bad line is sent. A summary (rows, bytes, elapsed) goes
-//! to stderr at the end; a progress line is shown meanwhile on a terminal.
+//! A log table is written with the native append writer (acks=all unless
+//! `--set client.writer.acks=...`). Rows of a partitioned table go to it
+//! one by one (each is routed to its partition, created on demand as the
+//! writer's `client.writer.dynamic-create-partition.enabled` allows); other
+//! tables take each parsed batch whole.
+//!
+//! A primary-key table is written with the upsert writer, row by row:
+//! every row is an upsert, or with `--delete` a delete of its key (only
+//! the key columns are read, so a CSV header may name just those). A
+//! change-type column [`OP_COLUMN`] (named by a CSV header or a JSON key;
+//! not a column of the table) decides per row: `+I`, `+U`, `c`, `u`, `r`
+//! upsert, `-D`, `d` delete, `-U` rows are skipped (the `+U` after them
+//! holds the new row, as Fluss's sink reads a changelog), and a row without
+//! a value is an upsert. `--columns` makes a partial update of the named
+//! columns (the input holds those, the key among them; the others keep
+//! their values), where `-D` is Fluss's partial delete (the named columns
+//! are cleared; the row goes when nothing else is left).
+//!
+//! A line that does not parse, or a change type that is not one, stops the
+//! run with an error naming the line number (and, where the decoder says,
+//! the column); nothing after the batch that holds the bad line is sent.
+//! Every write's outcome is checked: the final flush returns the first
+//! failure. A summary (rows, bytes, elapsed; for a primary-key table the
+//! upserts, deletes and skipped rows) goes to stderr at the end; a progress
+//! line is shown meanwhile on a terminal.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -23,12 +37,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use arrow_array::RecordBatch;
-use arrow_schema::{ArrowError, SchemaRef};
+use arrow_schema::{FieldRef, SchemaRef};
 use fjord_client::scanner::ScanRows;
-use fjord_client::{TableInfo, TablePath, WriterConfig};
+use fjord_client::{
+    AppendWriter, FlussClient, TableInfo, TablePath, UpsertOptions, UpsertWriter, WriterConfig,
+};
+use fjord_format::arrow_schema::to_arrow_schema;
 use tokio::sync::mpsc;
 
+use super::input::{InputFormat, InputSpec, LineParser, Need, RowOp, Rows, OP_COLUMN};
 use super::progress::{Progress, BYTES_PER_MB};
 use super::scan::{connect, parse_table_path, DEFAULT_BOOTSTRAP};
 
@@ -43,15 +60,6 @@ const PARSED_BATCHES_AHEAD: usize = 4;
 /// How long the final flush may wait for the server's acknowledgements.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Input formats of `fjord produce`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum InputFormat {
-    /// Comma-separated values, fields in table column order.
-    Csv,
-    /// One JSON object per line, keys named after the table's columns.
-    Json,
-}
-
 /// Arguments of `fjord produce`.
 #[derive(clap::Args)]
 pub struct Args {
@@ -65,9 +73,17 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = InputFormat::Csv)]
     format: InputFormat,
     /// The CSV input starts with a header line naming the table's columns
-    /// (in any order).
+    /// (in any order), and for a primary-key table perhaps the change-type
+    /// column `op`.
     #[arg(long)]
     header: bool,
+    /// Primary-key tables: every input row deletes the row with its key.
+    #[arg(long)]
+    delete: bool,
+    /// Primary-key tables: a partial update of these columns (the key must
+    /// be among them), which are all the input holds, in this order.
+    #[arg(long, value_delimiter = ',')]
+    columns: Option<Vec<String>>,
     /// Rows per batch handed to the writer.
     #[arg(long, default_value_t = DEFAULT_BATCH_ROWS)]
     batch_rows: usize,
@@ -117,17 +133,17 @@ async fn produce(
         .table_info(&path)
         .await
         .with_context(|| format!("cannot find table {path}"))?;
-    let mut writer = client.append_writer(&path, config).await?;
-    let schema = writer.arrow_schema().clone();
-    // A partitioned table's rows are routed one by one to their partitions;
-    // any other table takes each parsed batch whole.
-    let by_row = table.is_partitioned();
+    let (mut target, spec) = match table.descriptor.has_primary_key() {
+        false => log_target(args, &client, &table, config).await?,
+        true => kv_target(args, &client, &table, config).await?,
+    };
 
-    let parser = LineParser::new(args.format, schema, args.batch_rows, args.header, &table)?;
+    let parser = LineParser::new(args.format, args.batch_rows, args.header, spec)?;
     let (tx, mut rx) = mpsc::channel(PARSED_BATCHES_AHEAD);
     let reader = std::thread::spawn(move || parser.run(input, tx));
 
     let mut progress = Progress::new("wrote", args.quiet);
+    let mut counts = Counts::default();
     while let Some(parsed) = rx.recv().await {
         let (batches, bytes) = match parsed {
             Ok(parsed) => parsed,
@@ -135,7 +151,7 @@ async fn produce(
                 progress.clear();
                 // Whatever was sent before the bad batch is acknowledged
                 // first, so the error is the only thing left to report.
-                let _ = tokio::time::timeout(FLUSH_TIMEOUT, writer.flush()).await;
+                let _ = tokio::time::timeout(FLUSH_TIMEOUT, target.flush()).await;
                 return Err(e.context(format!(
                     "{}: stopped after writing {} rows",
                     input_name(args),
@@ -144,31 +160,39 @@ async fn produce(
             }
         };
         let mut rows = 0;
-        for batch in batches.into_iter().filter(|b| b.num_rows() > 0) {
-            rows += batch.num_rows();
-            if by_row {
-                for row in &ScanRows::new(&batch)? {
-                    writer.append(&row).await?;
-                }
-            } else {
-                // Completion is awaited by the final flush, for all batches at once.
-                drop(writer.append_batch(batch).await?);
+        for parsed in batches.into_iter().filter(|b| b.batch.num_rows() > 0) {
+            rows += parsed.batch.num_rows();
+            if let Err(e) = target.write(parsed, &mut counts).await {
+                progress.clear();
+                return Err(e.context(format!(
+                    "{}: stopped after writing {} rows",
+                    input_name(args),
+                    progress.rows()
+                )));
             }
         }
         progress.add(rows, bytes);
     }
-    tokio::time::timeout(FLUSH_TIMEOUT, writer.close())
+    tokio::time::timeout(FLUSH_TIMEOUT, target.close())
         .await
         .with_context(|| {
             format!("the server did not acknowledge the writes within {FLUSH_TIMEOUT:?}")
-        })??;
+        })?
+        .with_context(|| format!("writing {path}"))?;
     if reader.join().is_err() {
         bail!("the input reader thread panicked");
     }
     progress.clear();
     let elapsed = progress.elapsed();
+    let detail = match table.descriptor.has_primary_key() {
+        false => String::new(),
+        true => format!(
+            ": {} upserts, {} deletes, {} skipped (-U)",
+            counts.upserts, counts.deletes, counts.skipped
+        ),
+    };
     eprintln!(
-        "produced {} rows ({:.1} MB of input) into {path} in {:.3} s ({:.0} rows/s)",
+        "produced {} rows ({:.1} MB of input) into {path} in {:.3} s ({:.0} rows/s){detail}",
         progress.rows(),
         progress.bytes() as f64 / BYTES_PER_MB,
         elapsed.as_secs_f64(),
@@ -177,314 +201,199 @@ async fn produce(
     Ok(())
 }
 
+/// The append writer of a log table and what its input holds: the table's
+/// columns.
+async fn log_target(
+    args: &Args,
+    client: &FlussClient,
+    table: &TableInfo,
+    config: WriterConfig,
+) -> anyhow::Result<(Target, InputSpec)> {
+    if args.delete {
+        bail!(
+            "{} is a log table (no primary key): --delete applies to primary-key tables",
+            table.path
+        );
+    }
+    if args.columns.is_some() {
+        bail!(
+            "{} is a log table (no primary key): --columns (a partial update) applies to primary-key tables",
+            table.path
+        );
+    }
+    let writer = client.append_writer(&table.path, config).await?;
+    let spec = InputSpec::exact(writer.arrow_schema().clone(), format!("{} has", table.path));
+    let target = Target::Log {
+        writer,
+        // A partitioned table's rows are routed one by one to their
+        // partitions; any other table takes each parsed batch whole.
+        by_row: table.is_partitioned(),
+    };
+    Ok((target, spec))
+}
+
+/// The upsert writer of a primary-key table (a partial one for
+/// `--columns`, unless deleting) and what its input holds.
+async fn kv_target(
+    args: &Args,
+    client: &FlussClient,
+    table: &TableInfo,
+    config: WriterConfig,
+) -> anyhow::Result<(Target, InputSpec)> {
+    let schema = to_arrow_schema(table.descriptor.schema());
+    let key = table.descriptor.schema().primary_key().unwrap_or_default();
+    let default = if args.delete {
+        RowOp::Delete
+    } else {
+        RowOp::Upsert
+    };
+    let (fields, expected) = match &args.columns {
+        None => {
+            // Deleting, only the key is read: the rest may be left out.
+            let fields = schema
+                .fields()
+                .iter()
+                .map(|f| match key.contains(f.name()) || !args.delete {
+                    true => (f.clone(), Need::Required),
+                    false => (nullable(f), Need::Optional),
+                })
+                .collect();
+            (fields, format!("{} has", table.path))
+        }
+        Some(names) => {
+            let fields = named_columns(table, &schema, names, key)?;
+            (fields, "--columns names".to_owned())
+        }
+    };
+    let mut spec = InputSpec::new(fields, schema.clone(), expected);
+    // A table with a column called `op` has no change-type column.
+    if schema.index_of(OP_COLUMN).is_err() {
+        spec = spec.with_ops(default);
+    }
+    let options = match &args.columns {
+        Some(names) if !args.delete => UpsertOptions::default().partial_update_by_names(names),
+        _ => UpsertOptions::default(),
+    };
+    let writer = client
+        .upsert_writer_with(&table.path, config, options)
+        .await?;
+    Ok((Target::Kv { writer, default }, spec))
+}
+
+/// The fields of `--columns`: columns of the table, each once, the whole
+/// primary key among them.
+fn named_columns(
+    table: &TableInfo,
+    schema: &SchemaRef,
+    names: &[String],
+    key: &[String],
+) -> anyhow::Result<Vec<(FieldRef, Need)>> {
+    let mut fields: Vec<(FieldRef, Need)> = Vec::with_capacity(names.len());
+    for name in names {
+        let Ok(i) = schema.index_of(name) else {
+            let all: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+            bail!(
+                "--columns: {} has no column {name:?} (it has {})",
+                table.path,
+                all.join(", ")
+            );
+        };
+        if fields.iter().any(|(f, _)| f.name() == name) {
+            bail!("--columns names {name:?} twice");
+        }
+        fields.push((schema.fields()[i].clone(), Need::Required));
+    }
+    if let Some(missing) = key.iter().find(|k| !names.contains(k)) {
+        bail!(
+            "--columns must include the primary key of {} ({}); {missing:?} is missing",
+            table.path,
+            key.join(", ")
+        );
+    }
+    Ok(fields)
+}
+
+fn nullable(field: &FieldRef) -> FieldRef {
+    Arc::new(field.as_ref().clone().with_nullable(true))
+}
+
+/// Rows a primary-key table's input did, by op.
+#[derive(Default)]
+struct Counts {
+    upserts: u64,
+    deletes: u64,
+    skipped: u64,
+}
+
+/// The writer a run writes with.
+enum Target {
+    /// A log table's append writer.
+    Log { writer: AppendWriter, by_row: bool },
+    /// A primary-key table's upsert writer; rows without an op do `default`.
+    Kv {
+        writer: UpsertWriter,
+        default: RowOp,
+    },
+}
+
+impl Target {
+    /// Hands one parsed batch to the writer. Completion is awaited by the
+    /// final flush, for all batches at once; a row the writer refuses, or
+    /// an earlier batch's failure, fails here.
+    async fn write(&mut self, parsed: Rows, counts: &mut Counts) -> anyhow::Result<()> {
+        match self {
+            Target::Log { writer, by_row } => {
+                if *by_row {
+                    for row in &ScanRows::new(&parsed.batch)? {
+                        writer.append(&row).await?;
+                    }
+                } else {
+                    drop(writer.append_batch(parsed.batch).await?);
+                }
+            }
+            Target::Kv { writer, default } => {
+                let rows = ScanRows::new(&parsed.batch)?;
+                for row in &rows {
+                    let op = parsed.ops.get(row.index()).copied().unwrap_or(*default);
+                    match op {
+                        RowOp::Upsert => {
+                            writer.upsert(&row).await?;
+                            counts.upserts += 1;
+                        }
+                        RowOp::Delete => {
+                            writer.delete(&row).await?;
+                            counts.deletes += 1;
+                        }
+                        RowOp::Skip => counts.skipped += 1,
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until everything handed over so far is acknowledged.
+    async fn flush(&mut self) -> anyhow::Result<()> {
+        match self {
+            Target::Log { writer, .. } => writer.flush().await?,
+            Target::Kv { writer, .. } => writer.flush().await?,
+        }
+        Ok(())
+    }
+
+    /// Flushes and stops the writer; the first failure of any write.
+    async fn close(self) -> anyhow::Result<()> {
+        match self {
+            Target::Log { writer, .. } => writer.close().await?,
+            Target::Kv { writer, .. } => writer.close().await?,
+        }
+        Ok(())
+    }
+}
+
 fn input_name(args: &Args) -> String {
     match args.file.as_deref() {
         Some(p) if p.as_os_str() != "-" => p.display().to_string(),
         _ => "stdin".to_owned(),
-    }
-}
-
-/// Parsed batches (one per chunk of lines, as a rule) and the input bytes
-/// they came from.
-type Parsed = anyhow::Result<(Vec<RecordBatch>, usize)>;
-
-/// The Arrow decoder of one input format, built once per run.
-/// One per run: the size difference between variants does not matter, but
-/// the CSV one is boxed to keep the enum small.
-enum Decoder {
-    Csv(Box<arrow_csv::reader::Decoder>),
-    Json(arrow_json::reader::Decoder),
-}
-
-impl Decoder {
-    fn new(format: InputFormat, schema: &SchemaRef, batch_rows: usize) -> anyhow::Result<Self> {
-        Ok(match format {
-            InputFormat::Csv => Decoder::Csv(Box::new(
-                arrow_csv::ReaderBuilder::new(schema.clone())
-                    .with_header(false)
-                    .with_batch_size(batch_rows)
-                    .build_decoder(),
-            )),
-            InputFormat::Json => Decoder::Json(
-                arrow_json::ReaderBuilder::new(schema.clone())
-                    .with_batch_size(batch_rows)
-                    // A key the table does not have is a mistake to report,
-                    // not a value to drop silently.
-                    .with_strict_mode(true)
-                    .build_decoder()?,
-            ),
-        })
-    }
-
-    /// Decodes `bytes` (whole lines, each ending in `\n`) into batches:
-    /// one, unless a line holds several JSON objects and the chunk so more
-    /// records than a batch takes.
-    fn decode_all(&mut self, mut bytes: &[u8]) -> Result<Vec<RecordBatch>, ArrowError> {
-        let mut out = Vec::with_capacity(1);
-        while !bytes.is_empty() {
-            let read = match self {
-                Decoder::Csv(d) => d.decode(bytes)?,
-                Decoder::Json(d) => d.decode(bytes)?,
-            };
-            bytes = &bytes[read..];
-            if read == 0 {
-                // The decoder holds a full batch: take it to make room.
-                match self.flush()? {
-                    Some(batch) => out.push(batch),
-                    None => {
-                        return Err(ArrowError::ParseError(
-                            "the decoder accepts no more input".to_owned(),
-                        ))
-                    }
-                }
-            }
-        }
-        out.extend(self.flush()?);
-        Ok(out)
-    }
-
-    fn flush(&mut self) -> Result<Option<RecordBatch>, ArrowError> {
-        match self {
-            Decoder::Csv(d) => d.flush(),
-            Decoder::Json(d) => d.flush(),
-        }
-    }
-}
-
-/// Reads lines in chunks of `batch_rows`, decodes each chunk into a batch,
-/// and finds the line at fault when a chunk does not decode.
-struct LineParser {
-    format: InputFormat,
-    schema: SchemaRef,
-    batch_rows: usize,
-    header: bool,
-    decoder: Decoder,
-    /// Column names in input order (the table's unless a header reorders
-    /// them), for the header check and error messages.
-    columns: Vec<String>,
-    /// For each table column, its position in the input, when a header put
-    /// the columns in another order.
-    to_table: Option<Vec<usize>>,
-    table: TablePath,
-}
-
-impl LineParser {
-    fn new(
-        format: InputFormat,
-        schema: SchemaRef,
-        batch_rows: usize,
-        header: bool,
-        table: &TableInfo,
-    ) -> anyhow::Result<Self> {
-        let decoder = Decoder::new(format, &schema, batch_rows)?;
-        let columns = schema.fields().iter().map(|f| f.name().clone()).collect();
-        Ok(Self {
-            format,
-            schema,
-            batch_rows,
-            header,
-            decoder,
-            columns,
-            to_table: None,
-            table: table.path.clone(),
-        })
-    }
-
-    /// Parses `input` to its end (or the first error), sending each batch.
-    /// Stops early when the receiver is gone (the writer failed).
-    fn run(mut self, mut input: Box<dyn BufRead + Send>, tx: mpsc::Sender<Parsed>) {
-        let mut chunk = Chunk::default();
-        let mut line_number = 0u64;
-        if self.header {
-            if let Err(e) = self.check_header(&mut input, &mut line_number) {
-                let _ = tx.blocking_send(Err(e));
-                return;
-            }
-        }
-        loop {
-            let more = match chunk.fill(&mut input, self.batch_rows, &mut line_number) {
-                Ok(more) => more,
-                Err(e) => {
-                    let _ = tx.blocking_send(Err(e.into()));
-                    return;
-                }
-            };
-            if !chunk.is_empty() {
-                let parsed = self.decode_chunk(&chunk).map(|b| (b, chunk.input_bytes));
-                let failed = parsed.is_err();
-                if tx.blocking_send(parsed).is_err() || failed {
-                    return;
-                }
-            }
-            if !more {
-                return;
-            }
-        }
-    }
-
-    /// Reads the header line: the table's columns, in any order. Another
-    /// order makes the decoder read the input's order and each batch is put
-    /// back in the table's (a per-batch column reorder, no copy).
-    fn check_header(
-        &mut self,
-        input: &mut dyn BufRead,
-        line_number: &mut u64,
-    ) -> anyhow::Result<()> {
-        let mut line = String::new();
-        input
-            .read_line(&mut line)
-            .context("reading the header line")?;
-        *line_number += 1;
-        let names: Vec<&str> = line
-            .trim_end_matches(['\n', '\r'])
-            .split(',')
-            .map(|n| n.trim().trim_matches('"'))
-            .collect();
-        if names == self.columns {
-            return Ok(());
-        }
-        let positions: Option<Vec<usize>> = names
-            .iter()
-            .map(|n| self.columns.iter().position(|c| c == n))
-            .collect();
-        let is_permutation = positions.as_ref().is_some_and(|p| {
-            let mut sorted = p.clone();
-            sorted.sort_unstable();
-            sorted.dedup();
-            sorted.len() == self.columns.len() && p.len() == self.columns.len()
-        });
-        let Some(positions) = positions.filter(|_| is_permutation) else {
-            bail!(
-                "line 1: the header names columns ({}) but {} has ({}): name each once",
-                names.join(","),
-                self.table,
-                self.columns.join(",")
-            );
-        };
-        let input_schema = Arc::new(self.schema.project(&positions)?);
-        self.to_table = Some(
-            (0..self.columns.len())
-                .map(|c| positions.iter().position(|&p| p == c).unwrap_or(c))
-                .collect(),
-        );
-        self.columns = names.iter().map(|n| (*n).to_owned()).collect();
-        self.schema = input_schema;
-        self.decoder = Decoder::new(self.format, &self.schema, self.batch_rows)?;
-        Ok(())
-    }
-
-    fn decode_chunk(&mut self, chunk: &Chunk) -> anyhow::Result<Vec<RecordBatch>> {
-        match self.decoder.decode_all(&chunk.bytes) {
-            Ok(batches) => match &self.to_table {
-                None => Ok(batches),
-                Some(order) => Ok(batches
-                    .iter()
-                    .map(|b| b.project(order))
-                    .collect::<Result<_, _>>()?),
-            },
-            Err(chunk_error) => {
-                // The decoder may hold half a batch now: start afresh, and
-                // decode line by line to name the line at fault (error path only).
-                self.decoder = Decoder::new(self.format, &self.schema, self.batch_rows)?;
-                for (number, range) in chunk.lines() {
-                    let mut single = Decoder::new(self.format, &self.schema, self.batch_rows)?;
-                    if let Err(e) = single.decode_all(&chunk.bytes[range]) {
-                        bail!("line {number}: {}", self.describe(&e));
-                    }
-                }
-                bail!(
-                    "lines {}..={}: {}",
-                    chunk.first_line(),
-                    chunk.last_line(),
-                    self.describe(&chunk_error)
-                )
-            }
-        }
-    }
-
-    /// The decoder's message with the column named: arrow-csv says "for
-    /// column <index> at line <line within the batch>", which would mislead.
-    fn describe(&self, error: &ArrowError) -> String {
-        let message = error.to_string();
-        let Some(at) = message.find(" for column ") else {
-            return message;
-        };
-        let digits: String = message[at + " for column ".len()..]
-            .chars()
-            .take_while(char::is_ascii_digit)
-            .collect();
-        match digits
-            .parse::<usize>()
-            .ok()
-            .and_then(|i| self.columns.get(i))
-        {
-            Some(name) => format!("column {name}: {}", &message[..at]),
-            None => message,
-        }
-    }
-}
-
-/// A batch's worth of input lines, each ending in `\n`, with their line
-/// numbers. Its buffers are reused chunk after chunk.
-#[derive(Default)]
-struct Chunk {
-    bytes: Vec<u8>,
-    /// `(line number, end offset in bytes)` of each non-blank line.
-    lines: Vec<(u64, usize)>,
-    /// Input bytes read for this chunk, blank lines included.
-    input_bytes: usize,
-}
-
-impl Chunk {
-    /// Reads up to `max_lines` non-blank lines; returns whether input remains.
-    fn fill(
-        &mut self,
-        input: &mut dyn BufRead,
-        max_lines: usize,
-        line_number: &mut u64,
-    ) -> std::io::Result<bool> {
-        self.bytes.clear();
-        self.lines.clear();
-        self.input_bytes = 0;
-        while self.lines.len() < max_lines {
-            let start = self.bytes.len();
-            let read = input.read_until(b'\n', &mut self.bytes)?;
-            if read == 0 {
-                return Ok(false);
-            }
-            *line_number += 1;
-            self.input_bytes += read;
-            if self.bytes[start..].iter().all(u8::is_ascii_whitespace) {
-                self.bytes.truncate(start);
-                continue;
-            }
-            if self.bytes.last() != Some(&b'\n') {
-                self.bytes.push(b'\n');
-            }
-            self.lines.push((*line_number, self.bytes.len()));
-        }
-        Ok(true)
-    }
-
-    fn is_empty(&self) -> bool {
-        self.lines.is_empty()
-    }
-
-    fn first_line(&self) -> u64 {
-        self.lines.first().map_or(0, |l| l.0)
-    }
-
-    fn last_line(&self) -> u64 {
-        self.lines.last().map_or(0, |l| l.0)
-    }
-
-    /// Each line's number and byte range.
-    fn lines(&self) -> impl Iterator<Item = (u64, std::ops::Range<usize>)> + '_ {
-        let mut start = 0;
-        self.lines.iter().map(move |&(number, end)| {
-            let range = start..end;
-            start = end;
-            (number, range)
-        })
     }
 }

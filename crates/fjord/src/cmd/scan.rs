@@ -1,4 +1,13 @@
-//! `fjord scan`: a log table to stdout as a pretty table, CSV or JSON lines.
+//! `fjord scan`: a table to stdout as a pretty table, CSV or JSON lines.
+//!
+//! A log table is read from its log, as below. A primary-key table is read
+//! as its current rows by default: every bucket (of every partition, or of
+//! `--partition`; or `--bucket`) in key order, a bucket at a time, through
+//! a ScanKv session (each bucket a snapshot as of its first batch), or with
+//! `--limit` up to [`LIMIT_SCAN_ROWS_MAX`] through LimitScan (one request a
+//! bucket, until the limit is reached). `--changelog` reads a primary-key
+//! table's changelog instead, as a log table's log, with a change-type
+//! column `_change_type` (`+I`, `-U`, `+U`, `-D`; `+A` in a log table) first.
 //!
 //! Every bucket (of every partition that exists when the scan starts, or of
 //! `--partition`; following, partitions created later join within
@@ -19,11 +28,18 @@ use std::io::{BufWriter, Write};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use anyhow::{bail, Context};
-use arrow_array::RecordBatch;
+use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_cast::display::{ArrayFormatter, FormatOptions};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use fjord_client::kv::scan::KV_SCAN_FETCH_BYTES_DEFAULT;
 use fjord_client::scanner::{ScanBucket, StartOffset};
-use fjord_client::{FlussClient, LogScanner, ScannerConfig, TableInfo, TablePath};
+use fjord_client::{
+    ChangeType, FlussClient, KvBucket, KvRows, LogScanner, ScanBatch, ScannerConfig, TableInfo,
+    TablePath,
+};
 
 use super::progress::Progress;
 
@@ -41,6 +57,14 @@ const PARTITION_DISCOVERY_INTERVAL: Duration = Duration::from_secs(1);
 /// Rows the `table` format lays out together: column widths are computed per
 /// group, so memory stays bounded however long the scan.
 const TABLE_GROUP_ROWS: usize = 1_000;
+
+/// Most rows a `--limit` scan of a primary-key table's current rows asks
+/// of one bucket with LimitScan (whose answer holds them all at once); a
+/// larger limit streams the buckets through ScanKv and stops there.
+pub const LIMIT_SCAN_ROWS_MAX: u64 = 16 * 1024;
+
+/// The change-type column `--changelog` puts first.
+pub const CHANGE_TYPE_COLUMN: &str = "_change_type";
 
 /// Output formats of `fjord scan`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -62,10 +86,11 @@ pub struct Args {
     /// The table to read, `database.table`.
     #[arg(long)]
     table: String,
-    /// Where to start in every bucket: `earliest`, `latest`, an offset, or
-    /// `ts:MILLIS` (the first record committed at or after that time).
-    #[arg(long, default_value = "earliest")]
-    from: String,
+    /// Where to start in every bucket: `earliest` (the default), `latest`,
+    /// an offset, or `ts:MILLIS` (the first record committed at or after
+    /// that time). A log, or a primary-key table's changelog.
+    #[arg(long)]
+    from: Option<String>,
     /// Columns to read, comma-separated, in the order to print them.
     #[arg(long, value_delimiter = ',')]
     columns: Option<Vec<String>>,
@@ -80,7 +105,15 @@ pub struct Args {
     /// start is read (and, with --follow, every partition created later).
     #[arg(long)]
     partition: Option<String>,
-    /// Keep reading new records after the end (until interrupted or --limit).
+    /// Read only this bucket (of every partition read).
+    #[arg(long)]
+    bucket: Option<i32>,
+    /// A primary-key table: read its changelog (with a `_change_type`
+    /// column first) instead of its current rows.
+    #[arg(long)]
+    changelog: bool,
+    /// Keep reading new records after the end (until interrupted or
+    /// --limit). A log, or a primary-key table's changelog.
     #[arg(long)]
     follow: bool,
     /// A scanner option, `key=value` with Fluss's option names (e.g.
@@ -95,7 +128,7 @@ pub struct Args {
 /// Runs `fjord scan`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let path = parse_table_path(&args.table)?;
-    let start = parse_start(&args.from)?;
+    let start = parse_start(args.from.as_deref().unwrap_or("earliest"))?;
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(scan(&args, path, start))
 }
@@ -173,6 +206,17 @@ async fn scan(args: &Args, path: TablePath, start: StartOffset) -> anyhow::Resul
         .table_info(&path)
         .await
         .with_context(|| format!("cannot find table {path}"))?;
+    if let Some(bucket) = args.bucket {
+        if !(0..table.bucket_count()).contains(&bucket) {
+            bail!(
+                "--bucket {bucket}: {path} has buckets 0 to {}",
+                table.bucket_count() - 1
+            );
+        }
+    }
+    if table.descriptor.has_primary_key() && !args.changelog {
+        return scan_state(args, &client, &table).await;
+    }
     let mut config = ScannerConfig::from_options(
         args.set
             .iter()
@@ -194,11 +238,12 @@ async fn scan(args: &Args, path: TablePath, start: StartOffset) -> anyhow::Resul
     let mut progress = Progress::new("read", args.quiet);
     let mut remaining = args.limit.unwrap_or(u64::MAX);
     let mut done = Vec::new();
+    let mut changelog_schema = None;
     // Following all partitions of a partitioned table, new ones join the scan.
     let discover = args.follow && table.is_partitioned() && args.partition.is_none();
     while remaining > 0 && (discover || scanner.subscriptions().next().is_some()) {
         if discover {
-            scanner.discover_partitions(&client).await?;
+            scanner.discover_partitions(&client, args).await?;
             if scanner.subscriptions().next().is_none() {
                 // Nothing to fetch yet: wait for the next listing.
                 tokio::time::sleep(PARTITION_DISCOVERY_INTERVAL).await;
@@ -207,7 +252,10 @@ async fn scan(args: &Args, path: TablePath, start: StartOffset) -> anyhow::Resul
         }
         let batches = scanner.poll().await?;
         for scanned in &batches {
-            let mut records = scanned.records().clone();
+            let mut records = match args.changelog {
+                true => with_change_types(scanned, &mut changelog_schema)?,
+                false => scanned.records().clone(),
+            };
             if records.num_rows() as u64 > remaining {
                 records = records.slice(0, remaining as usize);
             }
@@ -246,6 +294,172 @@ async fn scan(args: &Args, path: TablePath, start: StartOffset) -> anyhow::Resul
         Err(_) if closed.get() => Ok(()),
         other => other,
     }
+}
+
+/// `scanned`'s records with the change-type column first; `schema` is
+/// the result's, made on the first call (the columns never change).
+fn with_change_types(
+    scanned: &ScanBatch,
+    schema: &mut Option<SchemaRef>,
+) -> anyhow::Result<RecordBatch> {
+    let records = scanned.records();
+    let schema = schema.get_or_insert_with(|| {
+        let mut fields = vec![Arc::new(Field::new(
+            CHANGE_TYPE_COLUMN,
+            DataType::Utf8,
+            false,
+        ))];
+        fields.extend(records.schema().fields().iter().cloned());
+        Arc::new(Schema::new(fields))
+    });
+    let types = StringArray::from_iter_values(
+        (0..records.num_rows()).map(|i| change_type_name(scanned.change_type(i))),
+    );
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(records.num_columns() + 1);
+    columns.push(Arc::new(types));
+    columns.extend(records.columns().iter().cloned());
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
+}
+
+/// Fluss's short string of a change type.
+fn change_type_name(change: ChangeType) -> &'static str {
+    match change {
+        ChangeType::AppendOnly => "+A",
+        ChangeType::Insert => "+I",
+        ChangeType::UpdateBefore => "-U",
+        ChangeType::UpdateAfter => "+U",
+        ChangeType::Delete => "-D",
+    }
+}
+
+/// Prints the current rows of primary-key table `table`: every bucket to
+/// read, one after the other, through LimitScan (`--limit` up to
+/// [`LIMIT_SCAN_ROWS_MAX`]) or a ScanKv session.
+async fn scan_state(args: &Args, client: &FlussClient, table: &TableInfo) -> anyhow::Result<()> {
+    if args.from.is_some() || args.follow {
+        bail!(
+            "{} is a primary-key table, read as its current rows: --from and --follow read its changelog, with --changelog",
+            table.path
+        );
+    }
+    let projection = args
+        .columns
+        .as_deref()
+        .map(|names| projection(table, names))
+        .transpose()?;
+    let buckets = kv_buckets(client, table, args).await?;
+    let closed = Rc::new(Cell::new(false));
+    let stdout = Stdout {
+        inner: BufWriter::new(std::io::stdout().lock()),
+        closed: closed.clone(),
+    };
+    let mut out = StateOut {
+        sink: Sink::new(args.format, stdout),
+        progress: Progress::new("read", args.quiet),
+        projection,
+        remaining: args.limit.unwrap_or(u64::MAX),
+    };
+    let by_limit_scan = args.limit.is_some_and(|l| l <= LIMIT_SCAN_ROWS_MAX);
+    for bucket in buckets {
+        if out.remaining == 0 {
+            break;
+        }
+        let written = if by_limit_scan {
+            // At most LIMIT_SCAN_ROWS_MAX, so it fits an i32.
+            let limit = out.remaining as i32;
+            let rows = client.limit_scan(table, bucket, limit).await?;
+            out.write(&rows)
+        } else {
+            let mut scanner = client
+                .kv_scanner(table, bucket, KV_SCAN_FETCH_BYTES_DEFAULT)
+                .await?;
+            let mut written = Ok(());
+            while out.remaining > 0 && written.is_ok() {
+                match scanner.next_batch().await? {
+                    Some(rows) => written = out.write(&rows),
+                    None => break,
+                }
+            }
+            written
+        };
+        if let Err(e) = written {
+            out.progress.clear();
+            // A reader that went away (`| head`) ends the scan quietly.
+            return if closed.get() { Ok(()) } else { Err(e) };
+        }
+    }
+    out.progress.clear();
+    match out.sink.finish() {
+        Err(_) if closed.get() => Ok(()),
+        other => other,
+    }
+}
+
+/// Where a state scan's rows go, and how many more may.
+struct StateOut<W: Write> {
+    sink: Sink<W>,
+    progress: Progress,
+    projection: Option<Vec<usize>>,
+    remaining: u64,
+}
+
+impl<W: Write> StateOut<W> {
+    /// Prints `rows` (projected, cut at the limit).
+    fn write(&mut self, rows: &KvRows) -> anyhow::Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let mut batch = rows.to_record_batch()?;
+        if let Some(columns) = &self.projection {
+            batch = batch.project(columns)?;
+        }
+        if batch.num_rows() as u64 > self.remaining {
+            batch = batch.slice(0, self.remaining as usize);
+        }
+        self.remaining -= batch.num_rows() as u64;
+        self.progress.add(batch.num_rows(), 0);
+        self.sink.write(&batch)
+    }
+}
+
+/// The buckets a state scan reads: of the table, or of every partition
+/// (or `--partition`); all of them, or `--bucket`.
+async fn kv_buckets(
+    client: &FlussClient,
+    table: &TableInfo,
+    args: &Args,
+) -> anyhow::Result<Vec<KvBucket>> {
+    let buckets: Vec<i32> = match args.bucket {
+        Some(bucket) => vec![bucket],
+        None => (0..table.bucket_count()).collect(),
+    };
+    if !table.is_partitioned() {
+        if let Some(name) = &args.partition {
+            bail!(
+                "{} is not partitioned: --partition {name:?} does not apply",
+                table.path
+            );
+        }
+        return Ok(buckets.into_iter().map(KvBucket::new).collect());
+    }
+    let mut partitions = client.admin().list_partitions(&table.path, None).await?;
+    if let Some(name) = &args.partition {
+        partitions.retain(|p| p.name == *name);
+        if partitions.is_empty() {
+            bail!(
+                "{} has no partition {name:?} (see fjord partitions list)",
+                table.path
+            );
+        }
+    }
+    Ok(partitions
+        .iter()
+        .flat_map(|p| {
+            buckets
+                .iter()
+                .map(|&b| KvBucket::of_partition(p.partition_id, b))
+        })
+        .collect())
 }
 
 /// A scanner with its end offsets: the high watermark each bucket had when
@@ -302,6 +516,9 @@ async fn subscribe(
             listed_at: Instant::now(),
         };
         for bucket in 0..table.bucket_count() {
+            if args.bucket.is_some_and(|b| b != bucket) {
+                continue;
+            }
             let from = scan.resolve_offset(bucket, start).await?;
             let end = match args.follow {
                 true => i64::MAX,
@@ -331,24 +548,28 @@ async fn subscribe(
         listed_at: Instant::now(),
     };
     for partition in &partitions {
-        scan.add_partition(client, partition.partition_id, start, args.follow)
+        scan.add_partition(client, partition.partition_id, start, args)
             .await?;
     }
     Ok(scan)
 }
 
 impl Scan {
-    /// Subscribes every bucket of one partition from `start`, up to its
-    /// current end unless following.
+    /// Subscribes every bucket of one partition (or `--bucket`) from
+    /// `start`, up to its current end unless following.
     async fn add_partition(
         &mut self,
         client: &FlussClient,
         id: i64,
         start: StartOffset,
-        follow: bool,
+        args: &Args,
     ) -> anyhow::Result<()> {
+        let follow = args.follow;
         let route = client.partition_route(self.table(), id).await?;
         for bucket in 0..route.bucket_count() {
+            if args.bucket.is_some_and(|b| b != bucket) {
+                continue;
+            }
             let from = self
                 .resolve_partition_offset(id, &route, bucket, start)
                 .await?;
@@ -371,7 +592,11 @@ impl Scan {
     /// Following every partition of a partitioned table: subscribes the
     /// partitions created since the last listing (from their first record),
     /// at most every [`PARTITION_DISCOVERY_INTERVAL`].
-    async fn discover_partitions(&mut self, client: &FlussClient) -> anyhow::Result<()> {
+    async fn discover_partitions(
+        &mut self,
+        client: &FlussClient,
+        args: &Args,
+    ) -> anyhow::Result<()> {
         if self.listed_at.elapsed() < PARTITION_DISCOVERY_INTERVAL {
             return Ok(());
         }
@@ -379,7 +604,7 @@ impl Scan {
         let path = self.table().path.clone();
         for partition in client.admin().list_partitions(&path, None).await? {
             if !self.partitions.contains(&partition.partition_id) {
-                self.add_partition(client, partition.partition_id, StartOffset::Earliest, true)
+                self.add_partition(client, partition.partition_id, StartOffset::Earliest, args)
                     .await?;
             }
         }
@@ -389,7 +614,8 @@ impl Scan {
 
 /// Stdout that remembers whether the reader went away: the CSV writer turns
 /// I/O errors into text, so the kind is recorded here, where it is known.
-struct Stdout<W: Write> {
+/// `fjord lookup` prints through it too.
+pub(crate) struct Stdout<W: Write> {
     inner: W,
     closed: Rc<Cell<bool>>,
 }
@@ -405,6 +631,11 @@ impl<W: Write> Write for Stdout<W> {
 }
 
 impl<W: Write> Stdout<W> {
+    /// `inner`, setting `closed` once a write meets a closed pipe.
+    pub(crate) fn new(inner: W, closed: Rc<Cell<bool>>) -> Self {
+        Self { inner, closed }
+    }
+
     fn note(&self, error: &std::io::Error) {
         if error.kind() == std::io::ErrorKind::BrokenPipe {
             self.closed.set(true);
@@ -413,15 +644,16 @@ impl<W: Write> Stdout<W> {
 }
 
 /// Where scanned batches go, in the chosen format. One per run; the CSV
-/// writer is boxed to keep the enum small.
-enum Sink<W: Write> {
+/// writer is boxed to keep the enum small. `fjord lookup` prints with it too.
+pub(crate) enum Sink<W: Write> {
     Table(TableSink<W>),
     Csv(Box<arrow_csv::Writer<W>>),
     Json(arrow_json::LineDelimitedWriter<W>),
 }
 
 impl<W: Write> Sink<W> {
-    fn new(format: OutputFormat, out: W) -> Self {
+    /// A sink of `format` writing to `out`.
+    pub(crate) fn new(format: OutputFormat, out: W) -> Self {
         match format {
             OutputFormat::Table => Sink::Table(TableSink::new(out)),
             OutputFormat::Csv => Sink::Csv(Box::new(
@@ -431,7 +663,8 @@ impl<W: Write> Sink<W> {
         }
     }
 
-    fn write(&mut self, batch: &RecordBatch) -> anyhow::Result<()> {
+    /// Writes `batch` (the table format may hold its rows back for a group).
+    pub(crate) fn write(&mut self, batch: &RecordBatch) -> anyhow::Result<()> {
         match self {
             Sink::Table(t) => t.write(batch)?,
             Sink::Csv(w) => w.write(batch)?,
@@ -456,7 +689,8 @@ impl<W: Write> Sink<W> {
         Ok(())
     }
 
-    fn finish(self) -> anyhow::Result<()> {
+    /// Writes out everything held back and flushes the output.
+    pub(crate) fn finish(self) -> anyhow::Result<()> {
         match self {
             Sink::Table(t) => t.finish()?,
             Sink::Csv(w) => w.into_inner().flush()?,
@@ -472,7 +706,7 @@ impl<W: Write> Sink<W> {
 /// A bordered text table, printed a group of [`TABLE_GROUP_ROWS`] rows at a
 /// time. Cells are formatted to text once each (this format is for people
 /// and small outputs; CSV and JSON stream without it).
-struct TableSink<W: Write> {
+pub(crate) struct TableSink<W: Write> {
     out: W,
     header: Vec<String>,
     rows: Vec<Vec<String>>,
