@@ -16,6 +16,10 @@
 //! until an append to one of its buckets moves a high watermark (a per-bucket
 //! `Notify`, no polling), `max_wait_ms` passes (capped by
 //! `fjord.server.fetch-wait-ms-max`), or the server shuts down.
+//!
+//! Every answer with records is noted per bucket, so a fetcher that keeps
+//! asking for an offset it was already sent records at is logged
+//! ([`fetch_progress`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -33,6 +37,8 @@ use crate::meta::catalog::TableInfo;
 use crate::metrics::Metrics;
 use crate::node::Node;
 use crate::replica::{Replica, TableBucket};
+
+use super::fetch_progress;
 
 /// Fluss's `FetchParams.FETCH_FROM_EARLIEST_OFFSET`: a fetch offset meaning
 /// "the log start offset", sent by clients subscribed at `EARLIEST_OFFSET`.
@@ -310,6 +316,32 @@ async fn read_all(
     (pb::FetchLogResponse { tables_resp }, total, failed)
 }
 
+/// Hands the buckets of an answer to the stalled-fetcher check
+/// ([`fetch_progress`]); `response` has one entry per target, in order.
+fn note_progress(
+    follower_server_id: i32,
+    targets: &[TableTarget],
+    response: &pb::FetchLogResponse,
+) {
+    let served = targets
+        .iter()
+        .zip(&response.tables_resp)
+        .flat_map(|(t, tr)| {
+            t.buckets
+                .iter()
+                .zip(&tr.buckets_resp)
+                .filter_map(move |(b, resp)| {
+                    Some(fetch_progress::Served {
+                        table_id: t.table_id,
+                        replica: b.replica.as_ref().ok()?,
+                        fetch_offset: b.fetch_offset,
+                        response: resp,
+                    })
+                })
+        });
+    fetch_progress::note(follower_server_id, served);
+}
+
 /// Answers the fetch, long-polling while less than `min_bytes` is available.
 pub async fn handle(node: &Node, r: pb::FetchLogRequest) -> Result<pb::FetchLogResponse, ApiError> {
     Metrics::add(&node.metrics.fetch_requests, 1);
@@ -345,6 +377,9 @@ pub async fn handle(node: &Node, r: pb::FetchLogRequest) -> Result<pb::FetchLogR
             || Instant::now() >= deadline
             || *shutdown.borrow();
         if done {
+            if bytes > 0 {
+                note_progress(r.follower_server_id, &targets, &response);
+            }
             Metrics::add(&node.metrics.bytes_out, bytes as u64);
             if failed {
                 Metrics::add(&node.metrics.fetch_failed, 1);

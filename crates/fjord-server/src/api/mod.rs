@@ -31,6 +31,7 @@ mod database_exists;
 mod drop_database;
 mod drop_table;
 mod fetch_log;
+mod fetch_progress;
 mod get_database_info;
 mod get_fs_security_token;
 mod get_table_info;
