@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what Fjord's test suite needs on a Debian machine, as root, from
 # nothing: MariaDB (the CDC tests start their own `mariadbd`; it is installed,
-# never started here), a JDK and Maven for the Java client interop tests, the
-# pinned Python packages of interop/python/requirements.txt, and the Maven
-# dependencies of interop/java, interop/diff and interop/flink (and the real
-# Fluss server's jars that interop/diff starts).
+# never started here), psql (postgresql-client, for the SQL endpoint), a JDK
+# and Maven for the Java client interop tests, the pinned Python packages of
+# interop/python/requirements.txt, and the Maven dependencies of interop/java,
+# interop/diff and interop/flink (and the real Fluss server's jars that
+# interop/diff starts).
 #
 # Idempotent and quick when everything is present: each step checks first and
 # does nothing if its check passes; `apt-get update` runs only when a package
@@ -39,6 +40,8 @@ have_mariadbd || missing+=(mariadb-server)
 command -v java >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
 command -v "$PYTHON" >/dev/null 2>&1 || missing+=(python3)
+# psql for the Postgres endpoint's tests; it brings libpq5, which psycopg uses.
+command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
 if [ "${#missing[@]}" -gt 0 ]; then
     apt_install "${missing[@]}"
 fi

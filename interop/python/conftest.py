@@ -27,7 +27,7 @@ _READY = re.compile(r"fjord server ready.*?listening on (\S+?)(?:,|\s|$)")
 class FjordServer:
     """A running `fjord server` child; keeps everything it writes to stderr."""
 
-    def __init__(self, binary, data_dir):
+    def __init__(self, binary, data_dir, extra_args=()):
         self.data_dir = data_dir
         self._lines = []
         self._ready = threading.Event()
@@ -35,7 +35,7 @@ class FjordServer:
         env = dict(os.environ, NO_COLOR="1")
         env.setdefault("RUST_LOG", "info")
         self._proc = subprocess.Popen(
-            [binary, "server", "--listen", "127.0.0.1:0", "--data-dir", data_dir],
+            [binary, "server", "--listen", "127.0.0.1:0", "--data-dir", data_dir, *extra_args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -63,6 +63,12 @@ class FjordServer:
                     self._ready.set()
         # The child closed stderr (it exited): wake a waiter that still waits.
         self._ready.set()
+
+    def endpoint(self, name):
+        """The address the ready line gives for `name` (`postgres`, `flight sql`)."""
+        match = re.search(rf", {name} on (\S+?)(?:,|\s|$)", self.stderr())
+        assert match, f"no {name} endpoint in the ready line\n{self.stderr()}"
+        return match.group(1)
 
     def stderr(self):
         """Everything the server wrote to stderr so far."""
@@ -106,6 +112,27 @@ def fjord_server():
     binary = _fjord_bin()
     with tempfile.TemporaryDirectory(prefix="fjord-pytest-") as data_dir:
         server = FjordServer(binary, data_dir)
+        try:
+            yield server
+        finally:
+            code = server.stop()
+            assert code == 0, (
+                f"fjord server exited with {code} on SIGTERM\n"
+                f"--- fjord server stderr ---\n{server.stderr()}"
+            )
+
+
+@pytest.fixture(scope="module")
+def fjord_sql_server():
+    """One fjord server per test module with its Postgres and Flight SQL
+    endpoints on ephemeral loopback ports and no users (loopback trust)."""
+    binary = _fjord_bin()
+    with tempfile.TemporaryDirectory(prefix="fjord-pytest-") as data_dir:
+        server = FjordServer(
+            binary,
+            data_dir,
+            ["--pg-listen", "127.0.0.1:0", "--flight-sql-listen", "127.0.0.1:0"],
+        )
         try:
             yield server
         finally:

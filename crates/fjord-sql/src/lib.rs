@@ -11,6 +11,11 @@
 //! - [`catalog`]: Fjord databases as schemas of the catalog `fjord`.
 //! - [`table`]: one table as a `TableProvider`: the scan planner that
 //!   picks log scans, KV scans or a point lookup, and INSERT.
+//! - [`auth`]: the endpoints' users (`sql.users`) and the loopback rule.
+//! - [`pg`]: the Postgres front end (pgwire, datafusion-postgres's
+//!   handlers and `pg_catalog`, SCRAM users).
+//! - [`flight`]: the Arrow Flight SQL front end (arrow-flight over tonic,
+//!   basic auth and bearer tokens).
 //! - `log_scan`, `kv_scan`, `pruning`, `insert`: the reads and
 //!   writes, each through the native client.
 //!
@@ -21,13 +26,16 @@
 //! A query's reads are bounded by the cut taken when it is planned.
 //! **Must not be depended on by** fjord-server: the binary wires the two.
 
+pub mod auth;
 pub mod catalog;
 pub mod ddl;
 pub mod engine;
 pub mod error;
+pub mod flight;
 mod insert;
 mod kv_scan;
 mod log_scan;
+pub mod pg;
 mod pruning;
 pub mod table;
 

@@ -1,0 +1,564 @@
+//! The Postgres front end: the wire protocol (pgwire) with
+//! datafusion-postgres's query handlers and `pg_catalog`, over the engine.
+//!
+//! The database is [`CATALOG_NAME`] (`fjord`) and every Fjord database is
+//! a schema, so `SELECT * FROM shop.orders` reads table `orders` of
+//! database `shop`; psql's `\dt shop.*` and `\d shop.orders` read the
+//! `pg_catalog` views. Fjord's own statements (Flink DDL, SHOW) are taken
+//! out before datafusion-postgres parses a statement, in the simple and
+//! the extended protocol alike; every other statement is its.
+//!
+//! Authentication: with users configured, SCRAM-SHA-256 against them (the
+//! salted passwords are computed once, at start); with none, any user is
+//! let in without a password — which [`check_auth`] allows only on a
+//! loopback address.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use datafusion::error::DataFusionError;
+use datafusion::prelude::SessionContext;
+use datafusion_postgres::arrow_pg::datatypes::arrow_schema_to_pg_fields;
+use datafusion_postgres::arrow_pg::datatypes::df::encode_dataframe;
+use datafusion_postgres::datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
+use datafusion_postgres::datafusion_pg_catalog::pg_catalog::setup_pg_catalog;
+use datafusion_postgres::pgwire;
+use datafusion_postgres::{DfSessionService, Parser as DfParser};
+use futures::{Sink, Stream, StreamExt};
+use pgwire::api::auth::noop::NoopStartupHandler;
+use pgwire::api::auth::sasl::scram::{gen_salted_password, ScramAuth};
+use pgwire::api::auth::sasl::SASLAuthStartupHandler;
+use pgwire::api::auth::{
+    AuthSource, DefaultServerParameterProvider, LoginInfo, Password, StartupHandler,
+};
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::{FieldInfo, QueryResponse, Response, SendableRowStream, Tag};
+use pgwire::api::stmt::QueryParser;
+use pgwire::api::store::PortalStore;
+use pgwire::api::{ClientInfo, ClientPortalStore, PgWireServerHandlers, Type};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::data::DataRow;
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
+use tokio::net::TcpListener;
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::time::Instant;
+
+pub use crate::auth::{check_auth, Users};
+use crate::catalog::CATALOG_NAME;
+use crate::ddl::{self, FjordStatement, Parsed};
+use crate::engine::{split_statements, Output, SqlEngine, DEFAULT_DATABASE, OPT_TIMEOUT};
+use crate::error::SqlError;
+
+/// SCRAM iterations (Postgres's default).
+const SCRAM_ITERATIONS: usize = 4096;
+
+/// Serves the Postgres protocol on `listener` until the task is dropped.
+pub async fn serve(
+    engine: Arc<SqlEngine>,
+    listener: TcpListener,
+    users: Users,
+) -> std::io::Result<()> {
+    let addr = listener.local_addr()?;
+    check_auth("the Postgres endpoint", &addr, &users).map_err(std::io::Error::other)?;
+    let handlers = Arc::new(FjordPgHandlers::new(engine, users).map_err(std::io::Error::other)?);
+    loop {
+        let (socket, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!(error = %e, "Postgres endpoint: accept failed");
+                continue;
+            }
+        };
+        let _ = socket.set_nodelay(true);
+        // SASL state lives in the startup handler: one per connection.
+        let handlers = handlers.for_connection();
+        tokio::spawn(async move {
+            if let Err(e) = pgwire::tokio::process_socket(socket, None, handlers).await {
+                tracing::debug!(%peer, error = %e, "Postgres connection ended with an error");
+            }
+        });
+    }
+}
+
+/// What every connection's handlers share: the query service and the
+/// users' SCRAM secrets.
+pub struct FjordPgHandlers {
+    service: Arc<FjordPgService>,
+    users: Option<Arc<ScramUsers>>,
+}
+
+impl FjordPgHandlers {
+    /// Handlers over `engine`, authenticating against `users`.
+    pub fn new(engine: Arc<SqlEngine>, users: Users) -> Result<Self, SqlError> {
+        let ctx = engine.new_context(DEFAULT_DATABASE);
+        setup_pg_catalog(&ctx, CATALOG_NAME, EmptyContextProvider)
+            .map_err(|e| SqlError::Engine(*e))?;
+        let ctx = Arc::new(ctx);
+        let inner = Arc::new(DfSessionService::new(Arc::clone(&ctx)));
+        let parser = Arc::new(FjordParser {
+            engine: Arc::clone(&engine),
+            inner: inner.query_parser(),
+        });
+        let service = Arc::new(FjordPgService {
+            engine,
+            ctx,
+            inner,
+            parser,
+        });
+        let users = (!users.passwords.is_empty()).then(|| Arc::new(ScramUsers::new(&users)));
+        Ok(Self { service, users })
+    }
+
+    /// The handlers of one connection (its own SASL state).
+    pub fn for_connection(&self) -> Arc<ConnectionHandlers> {
+        let startup = match &self.users {
+            None => Startup::Trust(TrustStartup),
+            Some(users) => {
+                let mut scram = ScramAuth::new(Arc::clone(users) as Arc<dyn AuthSource>);
+                scram.set_iterations(SCRAM_ITERATIONS);
+                let params = Arc::new(DefaultServerParameterProvider::default());
+                Startup::Scram(SASLAuthStartupHandler::new(params).with_scram(scram))
+            }
+        };
+        Arc::new(ConnectionHandlers {
+            service: Arc::clone(&self.service),
+            startup: Arc::new(startup),
+        })
+    }
+}
+
+/// One connection's handlers.
+pub struct ConnectionHandlers {
+    service: Arc<FjordPgService>,
+    startup: Arc<Startup>,
+}
+
+impl PgWireServerHandlers for ConnectionHandlers {
+    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
+        Arc::clone(&self.service)
+    }
+
+    fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
+        Arc::clone(&self.service)
+    }
+
+    fn startup_handler(&self) -> Arc<impl StartupHandler> {
+        Arc::clone(&self.startup)
+    }
+}
+
+/// No authentication (loopback endpoints without users).
+pub struct TrustStartup;
+
+#[async_trait]
+impl NoopStartupHandler for TrustStartup {}
+
+/// How a connection starts: trusted, or SCRAM.
+pub enum Startup {
+    Trust(TrustStartup),
+    Scram(SASLAuthStartupHandler<DefaultServerParameterProvider>),
+}
+
+#[async_trait]
+impl StartupHandler for Startup {
+    async fn on_startup<C>(
+        &self,
+        client: &mut C,
+        message: PgWireFrontendMessage,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        match self {
+            Startup::Trust(h) => h.on_startup(client, message).await,
+            Startup::Scram(h) => h.on_startup(client, message).await,
+        }
+    }
+}
+
+/// The configured users' SCRAM secrets.
+#[derive(Debug)]
+struct ScramUsers {
+    salted: HashMap<String, (Vec<u8>, Vec<u8>)>,
+}
+
+impl ScramUsers {
+    fn new(users: &Users) -> Self {
+        let salted = users
+            .passwords
+            .iter()
+            .map(|(user, password)| {
+                // A per-user salt; stable for the process's life.
+                let salt: Vec<u8> = format!("fjord:{user}").into_bytes();
+                let secret = gen_salted_password(password, &salt, SCRAM_ITERATIONS);
+                (user.clone(), (salt, secret))
+            })
+            .collect();
+        Self { salted }
+    }
+}
+
+#[async_trait]
+impl AuthSource for ScramUsers {
+    async fn get_password(&self, login: &LoginInfo) -> PgWireResult<Password> {
+        let user = login.user().unwrap_or_default();
+        match self.salted.get(user) {
+            Some((salt, secret)) => Ok(Password::new(Some(salt.clone()), secret.clone())),
+            None => Err(user_error(
+                "FATAL",
+                "28P01",
+                format!("password authentication failed for user \"{user}\""),
+            )),
+        }
+    }
+}
+
+fn user_error(severity: &str, code: &str, message: String) -> PgWireError {
+    PgWireError::UserError(Box::new(ErrorInfo::new(
+        severity.to_owned(),
+        code.to_owned(),
+        message,
+    )))
+}
+
+/// A Fjord error as Postgres's, with the SQLSTATE a driver can act on:
+/// 0A000 unsupported, 42000 a bad statement, 57014 the timeout, 53200 the
+/// memory limit, 53000 the concurrency limit, 58000 the cluster.
+fn pg_error(e: SqlError) -> PgWireError {
+    fn limit_code(message: &str) -> &'static str {
+        if message.contains("timeout") {
+            "57014"
+        } else {
+            "53000"
+        }
+    }
+    let code = match &e {
+        SqlError::Unsupported(_) => "0A000",
+        SqlError::Invalid(_) => "42000",
+        SqlError::Limit(m) => limit_code(m),
+        SqlError::Client(_) => "58000",
+        SqlError::Engine(_) if e.is_unsupported() => "0A000",
+        SqlError::Engine(inner) => match inner.find_root() {
+            DataFusionError::ResourcesExhausted(_) => "53200",
+            DataFusionError::External(ext) => match ext.downcast_ref::<SqlError>() {
+                Some(SqlError::Limit(m)) => limit_code(m),
+                Some(SqlError::Client(_)) => "58000",
+                Some(SqlError::Invalid(_)) => "42000",
+                _ => "XX000",
+            },
+            DataFusionError::Plan(_)
+            | DataFusionError::SQL(..)
+            | DataFusionError::SchemaError(..) => "42000",
+            _ => "XX000",
+        },
+    };
+    user_error("ERROR", code, e.to_string())
+}
+
+/// An engine error from datafusion-postgres (planning or a row stream)
+/// with Fjord's message and SQLSTATE: a memory limit names its option.
+fn clear_error(e: PgWireError) -> PgWireError {
+    match e {
+        PgWireError::ApiError(inner) => match inner.downcast::<DataFusionError>() {
+            Ok(df) => pg_error(SqlError::from(*df)),
+            Err(inner) => PgWireError::ApiError(inner),
+        },
+        other => other,
+    }
+}
+
+/// The query service: Fjord's statements here, the rest to datafusion-postgres.
+pub struct FjordPgService {
+    engine: Arc<SqlEngine>,
+    ctx: Arc<SessionContext>,
+    inner: Arc<DfSessionService>,
+    parser: Arc<FjordParser>,
+}
+
+impl FjordPgService {
+    /// A concurrency slot and the deadline of a statement starting now.
+    fn limits(&self) -> Result<StatementLimits, SqlError> {
+        let timeout = self.engine.options().query_timeout;
+        Ok(StatementLimits {
+            _slot: self.engine.query_slot()?,
+            deadline: Instant::now() + timeout,
+            timeout,
+        })
+    }
+
+    /// Runs one of Fjord's statements; rows come back as a query response.
+    async fn run_fjord(
+        &self,
+        statement: FjordStatement,
+        format: &Format,
+    ) -> PgWireResult<Response> {
+        if let FjordStatement::Use { database } = statement {
+            return Err(pg_error(SqlError::Unsupported(format!(
+                "USE {database}: on the Postgres endpoint every Fjord database is a schema: write {database}.table"
+            ))));
+        }
+        match self
+            .engine
+            .run_fjord(statement, DEFAULT_DATABASE)
+            .await
+            .map_err(pg_error)?
+        {
+            Output::Done { tag, rows } => {
+                Ok(Response::Execution(Tag::new(tag).with_rows(rows as usize)))
+            }
+            Output::Rows(stream) => {
+                let schema = stream.schema();
+                let batches: Vec<_> = stream
+                    .collect::<Vec<_>>()
+                    .await
+                    .into_iter()
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| pg_error(SqlError::from(e)))?;
+                let df = self
+                    .ctx
+                    .read_batches(batches)
+                    .map_err(|e| pg_error(SqlError::from(e)))?;
+                let _ = schema;
+                Ok(Response::Query(encode_dataframe(df, format, None).await?))
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl SimpleQueryHandler for FjordPgService {
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let mut responses = Vec::new();
+        let statements = split_statements(query);
+        if statements.is_empty() {
+            return Ok(vec![Response::EmptyQuery]);
+        }
+        for statement in statements {
+            self.engine
+                .catalog()
+                .refresh()
+                .await
+                .map_err(|e| pg_error(e.into()))?;
+            match ddl::parse(statement).map_err(pg_error)? {
+                Parsed::Fjord(s) => responses.push(self.run_fjord(s, &Format::UnifiedText).await?),
+                Parsed::Query => {
+                    let limits = self.limits().map_err(pg_error)?;
+                    let answered = tokio::time::timeout_at(
+                        limits.deadline,
+                        SimpleQueryHandler::do_query(self.inner.as_ref(), client, statement),
+                    )
+                    .await
+                    .map_err(|_| limits.timeout_error())?
+                    .map_err(clear_error)?;
+                    let mut limits = Some(limits);
+                    for response in answered {
+                        responses.push(match response {
+                            Response::Query(query) => match limits.take() {
+                                Some(limits) => Response::Query(limits.bound(query)),
+                                None => Response::Query(query),
+                            },
+                            other => other,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(responses)
+    }
+}
+
+/// The statement type datafusion-postgres uses; a Fjord statement is one
+/// with no plan.
+type DfStatement = (
+    String,
+    Option<(
+        datafusion::sql::sqlparser::ast::Statement,
+        datafusion::logical_expr::LogicalPlan,
+    )>,
+);
+
+/// Parses Fjord's statements itself and hands the rest to datafusion-postgres.
+pub struct FjordParser {
+    engine: Arc<SqlEngine>,
+    inner: Arc<DfParser>,
+}
+
+#[async_trait]
+impl QueryParser for FjordParser {
+    type Statement = DfStatement;
+
+    async fn parse_sql<C>(
+        &self,
+        client: &C,
+        sql: &str,
+        types: &[Option<Type>],
+    ) -> PgWireResult<Option<Self::Statement>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        self.engine
+            .catalog()
+            .refresh()
+            .await
+            .map_err(|e| pg_error(e.into()))?;
+        match ddl::parse(sql).map_err(pg_error)? {
+            Parsed::Fjord(_) => Ok(Some((sql.to_owned(), None))),
+            Parsed::Query => self.inner.parse_sql(client, sql, types).await,
+        }
+    }
+
+    fn get_parameter_types(&self, stmt: &Self::Statement) -> PgWireResult<Vec<Type>> {
+        self.inner.get_parameter_types(stmt)
+    }
+
+    fn get_result_schema(
+        &self,
+        stmt: &Self::Statement,
+        column_format: Option<&Format>,
+    ) -> PgWireResult<Vec<FieldInfo>> {
+        if stmt.1.is_none() {
+            return fjord_result_schema(&stmt.0, column_format);
+        }
+        self.inner.get_result_schema(stmt, column_format)
+    }
+}
+
+/// The columns a Fjord statement answers with (SHOW), none for DDL.
+fn fjord_result_schema(sql: &str, format: Option<&Format>) -> PgWireResult<Vec<FieldInfo>> {
+    use arrow_schema::{DataType, Field, Schema};
+    let column = |name: &str| Schema::new(vec![Field::new(name, DataType::Utf8, false)]);
+    let schema = match ddl::parse(sql) {
+        Ok(Parsed::Fjord(FjordStatement::ShowDatabases)) => column("database name"),
+        Ok(Parsed::Fjord(FjordStatement::ShowTables { .. })) => column("table name"),
+        Ok(Parsed::Fjord(FjordStatement::ShowCreateTable { .. })) => column("create table"),
+        Ok(Parsed::Fjord(FjordStatement::ShowPartitions { .. })) => Schema::new(vec![
+            Field::new("partition name", DataType::Utf8, false),
+            Field::new("partition id", DataType::UInt64, false),
+        ]),
+        _ => return Ok(Vec::new()),
+    };
+    arrow_schema_to_pg_fields(&schema, format.unwrap_or(&Format::UnifiedText), None)
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for FjordPgService {
+    type Statement = DfStatement;
+    type QueryParser = FjordParser;
+
+    fn query_parser(&self) -> Arc<Self::QueryParser> {
+        Arc::clone(&self.parser)
+    }
+
+    async fn do_query<C>(
+        &self,
+        client: &mut C,
+        portal: &Portal<Self::Statement>,
+        max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let (sql, plan) = &portal.statement.statement;
+        if plan.is_none() && !sql.trim().is_empty() {
+            if let Parsed::Fjord(s) = ddl::parse(sql).map_err(pg_error)? {
+                return self.run_fjord(s, &portal.result_column_format).await;
+            }
+        }
+        let limits = self.limits().map_err(pg_error)?;
+        let response = tokio::time::timeout_at(
+            limits.deadline,
+            ExtendedQueryHandler::do_query(self.inner.as_ref(), client, portal, max_rows),
+        )
+        .await
+        .map_err(|_| limits.timeout_error())?
+        .map_err(clear_error)?;
+        Ok(match response {
+            Response::Query(query) => Response::Query(limits.bound(query)),
+            other => other,
+        })
+    }
+}
+
+/// One statement's share of the engine's limits: a concurrency slot held
+/// until its rows are sent (or dropped), and its deadline.
+struct StatementLimits {
+    /// Held, never read: dropping it gives the slot back.
+    _slot: OwnedSemaphorePermit,
+    deadline: Instant,
+    timeout: Duration,
+}
+
+impl StatementLimits {
+    fn timeout_error(&self) -> PgWireError {
+        pg_error(SqlError::Limit(format!(
+            "statement timeout: the query ran longer than {OPT_TIMEOUT} ({} s) and was stopped",
+            self.timeout.as_secs_f64()
+        )))
+    }
+
+    /// The response's rows under these limits: they end with the timeout's
+    /// error at the deadline, errors are made clear, and the slot is given
+    /// back when the rows end or the response is dropped.
+    fn bound(self, mut query: QueryResponse) -> QueryResponse {
+        let rows = std::mem::replace(query.data_rows(), Box::pin(futures::stream::empty()));
+        let bounded = BoundedRows {
+            inner: rows,
+            sleep: Box::pin(tokio::time::sleep_until(self.deadline)),
+            limits: Some(self),
+        };
+        let mut bounded_query = QueryResponse::new(query.row_schema(), bounded);
+        bounded_query.set_command_tag(query.command_tag());
+        bounded_query
+    }
+}
+
+/// A query's rows under its [`StatementLimits`].
+struct BoundedRows {
+    inner: SendableRowStream,
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    /// `None` once the rows ended (the slot given back).
+    limits: Option<StatementLimits>,
+}
+
+impl Stream for BoundedRows {
+    type Item = PgWireResult<DataRow>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.limits.is_none() {
+            return Poll::Ready(None);
+        }
+        if self.sleep.as_mut().poll(cx).is_ready() {
+            let e = self.limits.take().map(|limits| limits.timeout_error());
+            return Poll::Ready(e.map(Err));
+        }
+        match self.inner.as_mut().poll_next(cx) {
+            Poll::Ready(None) => {
+                self.limits = None;
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(Err(e))) => {
+                self.limits = None;
+                Poll::Ready(Some(Err(clear_error(e))))
+            }
+            other => other,
+        }
+    }
+}
