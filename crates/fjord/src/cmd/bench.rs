@@ -8,6 +8,8 @@
 //! - `upsert`, `lookup`: the primary-key workload through the native upsert
 //!   writer and lookuper (`kv`), with the server's CPU per record; the
 //!   fluss-rs side is `examples/fluss_rs_kv_bench.rs`.
+//! - `sql`: queries over a log table and a primary-key table through
+//!   fjord-sql, against DuckDB over a Parquet file of the same rows.
 //!
 //! Without `--bootstrap` a `fjord server` child process is started on a
 //! temporary data dir, so the server's CPU is never counted as the client's.
@@ -19,6 +21,7 @@ mod kv;
 mod report;
 mod scan;
 mod server;
+mod sql;
 mod table;
 mod workload;
 mod write;
@@ -47,6 +50,36 @@ enum BenchCommand {
     Upsert(UpsertArgs),
     /// Write the primary-key workload (untimed), then look its keys up.
     Lookup(LookupArgs),
+    /// SQL over a log table and a primary-key table, and DuckDB over a
+    /// Parquet file of the same rows.
+    Sql(SqlArgs),
+}
+
+#[derive(clap::Args)]
+struct SqlArgs {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// Rows of the log table and the Parquet file.
+    #[arg(long, default_value_t = 10_000_000)]
+    rows: usize,
+    /// Rows per generated (and written) Arrow batch.
+    #[arg(long, default_value_t = DEFAULT_BATCH_ROWS)]
+    batch_rows: usize,
+    /// The table's Arrow body compression (and the Parquet file's).
+    #[arg(long, value_enum, default_value_t = Compression::Zstd)]
+    compression: Compression,
+    /// Rows of the primary-key table the point queries read.
+    #[arg(long, default_value_t = 1_000_000)]
+    pk_rows: usize,
+    /// Timed runs of each query, after one warm-up run.
+    #[arg(long, default_value_t = 5)]
+    repeat: usize,
+    /// Point queries timed, one at a time.
+    #[arg(long, default_value_t = 2_000)]
+    point_queries: usize,
+    /// The Python with the `duckdb` package (default: $PYTHON or python3).
+    #[arg(long)]
+    python: Option<String>,
 }
 
 /// The primary-key workload (`kv`), the same as
@@ -259,6 +292,35 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             return run_kv(&a.workload, &a.server, |run| async move {
                 kv::lookup(&run, lookups, in_flight, config).await
             });
+        }
+        BenchCommand::Sql(a) => {
+            if a.rows == 0 || a.batch_rows == 0 || a.pk_rows == 0 {
+                bail!("--rows, --batch-rows and --pk-rows must be positive");
+            }
+            let child = match &a.server.bootstrap {
+                Some(_) => None,
+                None => Some(server::ChildServer::start()?),
+            };
+            let bootstrap = match (&a.server.bootstrap, &child) {
+                (Some(addr), _) => addr.clone(),
+                (None, Some(child)) => child.addr().to_owned(),
+                (None, None) => unreachable!("a child server is started without --bootstrap"),
+            };
+            let run = sql::SqlRun {
+                bootstrap,
+                rows: a.rows,
+                batch_rows: a.batch_rows,
+                compression: a.compression,
+                pk_rows: a.pk_rows,
+                repeat: a.repeat,
+                point_queries: a.point_queries,
+                python: a
+                    .python
+                    .unwrap_or_else(|| sql::default_python().display().to_string()),
+                keep_table: a.server.keep_table,
+            };
+            let runtime = tokio::runtime::Runtime::new()?;
+            return runtime.block_on(sql::run(&run));
         }
         BenchCommand::CompressFloor(a) => {
             check_workload(&a.workload)?;
