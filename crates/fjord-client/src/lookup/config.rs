@@ -20,18 +20,21 @@ pub const OPT_BATCH_TIMEOUT: &str = "client.lookup.batch-timeout";
 /// `client.request-timeout`.
 pub const OPT_REQUEST_TIMEOUT: &str = "client.request-timeout";
 
-/// Full requests one lookuper keeps in flight to one server at once, at
-/// most: the pipeline depth under load. A request that is not full leaves
-/// only when the server has none out, so keys that arrive while requests
-/// are out wait and leave together (fewer, larger requests cost the server
-/// less per key), and each key waits at most for one round trip.
+/// Requests one lookuper keeps in flight to one server at once, at most:
+/// the pipeline depth under load. Keys that arrive while requests are out
+/// wait and leave together, in requests sized to spread the keys
+/// outstanding at the server over these slots (up to
+/// `client.lookup.max-batch-size`), so the client answers one request
+/// while the server works on the next; a server with nothing out gets
+/// whatever waits at once.
 pub const REQUESTS_PER_SERVER_MAX: usize = 4;
 
 /// Lookuper options. Build with [`LookupConfig::default`] (Fluss's
 /// defaults) or [`LookupConfig::from_options`].
 ///
-/// Batching: a lookuper sends a server `max_batch_size` keys as soon as
-/// that many wait for it and it has fewer than [`REQUESTS_PER_SERVER_MAX`]
+/// Batching: a lookuper sends a server a request as soon as a quarter of
+/// the keys outstanding at it (queued or in flight; at most
+/// `max_batch_size`) wait and it has fewer than [`REQUESTS_PER_SERVER_MAX`]
 /// requests out (and the lookuper fewer than `max_inflight_requests`),
 /// and whatever waits as soon as it has none out. It never holds keys
 /// back on a timer, so Fluss's `client.lookup.batch-timeout` has nothing
