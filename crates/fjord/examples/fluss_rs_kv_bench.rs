@@ -117,6 +117,12 @@ struct Args {
     /// Keep the table after `--mode both` (it is always kept after `upsert`).
     #[arg(long)]
     keep: bool,
+    /// The changelog's Arrow compression (`table.log.arrow.compression.type`,
+    /// e.g. `NONE`, `LZ4_FRAME`, `ZSTD`); default: the server's (ZSTD in
+    /// Fluss 0.9.1). `scripts/bench-kv-client.sh` passes `NONE`, as
+    /// `fjord bench upsert` defaults to.
+    #[arg(long)]
+    compression: Option<String>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -150,7 +156,11 @@ async fn run(args: &Args) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("creating database {}", path.database()))?;
         admin
-            .create_table(&path, &descriptor(args.buckets)?, false)
+            .create_table(
+                &path,
+                &descriptor(args.buckets, args.compression.as_deref())?,
+                false,
+            )
             .await
             .with_context(|| format!("creating {path} (it must not exist for an upsert run)"))?;
     }
@@ -227,6 +237,7 @@ async fn run(args: &Args) -> anyhow::Result<()> {
             json!({
                 "bench": "upsert",
                 "client": "fluss-rs",
+                "compression": args.compression.as_deref().unwrap_or("default"),
                 "records": plan.writes.len(),
                 "keys": args.keys,
                 "updates": plan.writes.len() - args.keys as usize,
@@ -495,8 +506,9 @@ fn table_path(args: &Args) -> anyhow::Result<TablePath> {
     }
 }
 
-/// `user_behavior` with PRIMARY KEY (user_id, item_id), bucketed by it.
-fn descriptor(buckets: i32) -> anyhow::Result<TableDescriptor> {
+/// `user_behavior` with PRIMARY KEY (user_id, item_id), bucketed by it,
+/// with `compression` as the changelog's Arrow compression when given.
+fn descriptor(buckets: i32, compression: Option<&str>) -> anyhow::Result<TableDescriptor> {
     let schema = Schema::builder()
         .column("user_id", DataTypes::bigint())
         .column("item_id", DataTypes::bigint())
@@ -505,11 +517,14 @@ fn descriptor(buckets: i32) -> anyhow::Result<TableDescriptor> {
         .column("ts", DataTypes::timestamp_with_precision(3))
         .primary_key(["user_id", "item_id"])?
         .build()?;
-    Ok(TableDescriptor::builder()
+    let mut builder = TableDescriptor::builder()
         .schema(schema)
         .distributed_by(Some(buckets), Vec::new())
-        .comment("fluss-rs primary-key bench workload")
-        .build()?)
+        .comment("fluss-rs primary-key bench workload");
+    if let Some(compression) = compression {
+        builder = builder.property("table.log.arrow.compression.type", compression);
+    }
+    Ok(builder.build()?)
 }
 
 /// The value at quantile `q` of sorted `values` (nearest rank).
