@@ -141,6 +141,8 @@ impl Source for Runtime {
 /// How often the source asks the server for the binlog head (one
 /// `SHOW MASTER STATUS` on the query connection), for progress lines.
 const HEAD_REFRESH_INTERVAL: Duration = Duration::from_secs(1);
+/// Longest the source waits for the head (progress is not worth a stall).
+const HEAD_ASK_MAX: Duration = Duration::from_millis(200);
 
 fn db_err(context: &str) -> impl Fn(mysql_async::Error) -> SourceError + '_ {
     move |e| SourceError::Database(format!("{context}: {e}"))
@@ -567,14 +569,20 @@ impl MySqlSource {
                 .is_none_or(|t| t.elapsed() >= HEAD_REFRESH_INTERVAL)
         {
             self.head_asked = Some(Instant::now());
-            if self.query_conn.is_none() {
-                self.query_conn = connect(&self.opts, &self.config).await.ok();
-            }
-            if let Some(conn) = self.query_conn.as_mut() {
-                match master_status(conn).await {
-                    Ok(head) => self.head = Some(head),
-                    Err(_) => self.query_conn = None,
+            // Bounded: a database that does not answer must not hold the
+            // source up (the binlog connection notices and reconnects).
+            let ask = async {
+                if self.query_conn.is_none() {
+                    self.query_conn = connect(&self.opts, &self.config).await.ok();
                 }
+                match self.query_conn.as_mut() {
+                    Some(conn) => master_status(conn).await.ok(),
+                    None => None,
+                }
+            };
+            match tokio::time::timeout(HEAD_ASK_MAX, ask).await {
+                Ok(Some(head)) => self.head = Some(head),
+                _ => self.query_conn = None,
             }
         }
         let behind_bytes = match &self.head {
