@@ -4,7 +4,8 @@
 //! writer opened before the change keeps writing; options are set and
 //! reset; a mix of option and column changes and a missing table are
 //! refused with Fluss's codes, and `ignore_if_not_exists` makes the latter
-//! no error.
+//! no error. A log table's batches of the old and the new schema id are both
+//! read by one scanner, in every compression.
 
 mod support;
 
@@ -170,4 +171,100 @@ async fn options_are_set_and_reset_and_refusals_carry_fluss_codes() {
     assert_eq!(err.error_code(), Some(ErrorCode::TableNotExist), "{err}");
     admin.alter_table(&missing, &add, true).await.unwrap();
     server.stop().await;
+}
+
+/// A log table altered between two writes: a scanner built on the new
+/// table info reads the rows of both schema ids, the old ones with NULL in
+/// the added column, whatever the table's compression.
+#[tokio::test]
+async fn a_log_table_reads_rows_of_both_schema_ids_after_an_added_column() {
+    for compression in ["NONE", "ZSTD", "LZ4_FRAME"] {
+        let server = TestServer::start().await;
+        let client = server.client().await;
+        let path = TablePath::new("alter", format!("log_{}", compression.to_lowercase()));
+        let log_schema = Schema::builder()
+            .column("id", DataType::int())
+            .column("name", DataType::string())
+            .build()
+            .unwrap();
+        support::create_log_table(&client, &path, log_schema, 2, compression).await;
+        let mut old_writer = client
+            .append_writer(&path, WriterConfig::default())
+            .await
+            .unwrap();
+        for id in 0..10 {
+            old_writer
+                .append(&[Datum::Int(id), Datum::String("old")])
+                .await
+                .unwrap();
+        }
+        old_writer.flush().await.unwrap();
+        client
+            .alter_table(
+                &path,
+                &[TableChange::AddColumnLast {
+                    name: "score".into(),
+                    data_type: DataType::bigint(),
+                    comment: None,
+                }],
+                false,
+            )
+            .await
+            .unwrap();
+        let mut new_writer = client
+            .append_writer(&path, WriterConfig::default())
+            .await
+            .unwrap();
+        for id in 10..20 {
+            new_writer
+                .append(&[
+                    Datum::Int(id),
+                    Datum::String("new"),
+                    Datum::BigInt(i64::from(id)),
+                ])
+                .await
+                .unwrap();
+        }
+        new_writer.flush().await.unwrap();
+
+        let table = client.table_info(&path).await.unwrap();
+        assert_eq!(table.earlier_schemas.len(), 1, "{compression}");
+        let batches = support::read_all(&client, &table, 20).await;
+        let mut rows: Vec<(i32, String, Option<i64>)> = Vec::new();
+        for batch in &batches {
+            assert_eq!(batch.num_columns(), 3, "{compression}");
+            let ids = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<arrow_array::Int32Array>()
+                .unwrap();
+            let names = batch
+                .column(1)
+                .as_any()
+                .downcast_ref::<arrow_array::StringArray>()
+                .unwrap();
+            let scores = batch
+                .column(2)
+                .as_any()
+                .downcast_ref::<arrow_array::Int64Array>()
+                .unwrap();
+            for i in 0..batch.num_rows() {
+                use arrow_array::Array;
+                let score = (!scores.is_null(i)).then(|| scores.value(i));
+                rows.push((ids.value(i), names.value(i).to_owned(), score));
+            }
+        }
+        rows.sort();
+        let expected: Vec<(i32, String, Option<i64>)> = (0..20)
+            .map(|id| {
+                if id < 10 {
+                    (id, "old".to_owned(), None)
+                } else {
+                    (id, "new".to_owned(), Some(i64::from(id)))
+                }
+            })
+            .collect();
+        assert_eq!(rows, expected, "{compression}");
+        server.stop().await;
+    }
 }
