@@ -103,8 +103,10 @@ pub struct PlanError(pub String);
 #[derive(Debug)]
 pub struct RowPlan {
     ops: Box<[Op]>,
-    /// Whether some op can fail per row ([`RowPlan::check`] must run first).
-    checked: bool,
+    /// Sink positions whose op can fail per row, ascending; empty when no
+    /// op needs a check. [`RowPlan::check`] runs only these (found once per
+    /// plan, not per row).
+    checked: Box<[u16]>,
     /// Source indexes of the sink's primary-key columns (key changes of
     /// updates are found by comparing them).
     key_src: Box<[u16]>,
@@ -313,7 +315,7 @@ impl RowPlan {
                 op => key_src.push(op_src(op)),
             }
         }
-        let checked = ops.iter().any(|op| {
+        let needs_check = ops.iter().any(|op| {
             matches!(
                 op,
                 Op::Int { checked: true, .. }
@@ -322,6 +324,26 @@ impl RowPlan {
                     | Op::IntToDecimal { .. }
             ) || matches!(op, Op::DecimalCompact { mul, .. } if *mul != 1)
         });
+        // Every op `convert` can refuse; the others always convert, so
+        // checking only these is checking the whole row.
+        let checked: Box<[u16]> = if needs_check {
+            ops.iter()
+                .enumerate()
+                .filter(|(_, op)| {
+                    matches!(
+                        op,
+                        Op::Int { checked: true, .. }
+                            | Op::Time { .. }
+                            | Op::DecimalCompact { .. }
+                            | Op::DecimalDigits { .. }
+                            | Op::IntToDecimal { .. }
+                    )
+                })
+                .map(|(pos, _)| pos as u16)
+                .collect()
+        } else {
+            Box::default()
+        };
         Ok(RowPlan {
             ops: ops.into_boxed_slice(),
             checked,
@@ -344,7 +366,7 @@ impl RowPlan {
     /// plan that has none. Builds its message only on failure.
     #[inline]
     pub fn check(&self, row: &RowRef<'_>) -> Result<(), String> {
-        if !self.checked {
+        if self.checked.is_empty() {
             return Ok(());
         }
         self.check_slow(row)
@@ -352,8 +374,8 @@ impl RowPlan {
 
     #[cold]
     fn check_slow(&self, row: &RowRef<'_>) -> Result<(), String> {
-        for (pos, op) in self.ops.iter().enumerate() {
-            if let Err(e) = convert(*op, row) {
+        for &pos in self.checked.iter() {
+            if let Err(e) = convert(self.ops[usize::from(pos)], row) {
                 return Err(format!("sink column {pos}: {e}"));
             }
         }
