@@ -75,6 +75,26 @@ impl TableInfo {
         self.descriptor.is_partitioned()
     }
 
+    /// The earlier schemas a reader can pad to the current one: those whose
+    /// columns are the current schema's first columns (same names and
+    /// types), as every schema Fluss's ALTER TABLE (columns added last)
+    /// leaves behind is. Rows of these ids read NULL in the columns added
+    /// since, as Fluss's `PaddingRow`.
+    pub fn paddable_earlier_schemas(&self) -> impl Iterator<Item = (i32, &Schema)> {
+        let current = self.descriptor.schema().columns();
+        self.earlier_schemas
+            .iter()
+            .filter(move |(_, old)| {
+                old.columns().len() <= current.len()
+                    && old
+                        .columns()
+                        .iter()
+                        .zip(current)
+                        .all(|(o, c)| o.name == c.name && o.data_type.kind() == c.data_type.kind())
+            })
+            .map(|(id, old)| (*id, old))
+    }
+
     /// The schema a row or batch of `schema_id` was written with: the
     /// current one or an earlier one; `None` for an id this info does not
     /// know (newer than it, or never the table's).

@@ -82,19 +82,11 @@ impl ValueDecoder {
         let schema = table.descriptor.schema();
         let codec = codec_of(table, format, schema)?;
         let schema_id = stored_schema_id(table, table.schema_id)?;
+        // A schema that does not pad to the current one is left out: its
+        // rows are refused when met rather than misread.
         let mut earlier = Vec::with_capacity(table.earlier_schemas.len());
-        for (id, old) in &table.earlier_schemas {
-            let prefix = old.columns().len() <= schema.columns().len()
-                && old
-                    .columns()
-                    .iter()
-                    .zip(schema.columns())
-                    .all(|(o, c)| o.name == c.name && o.data_type.kind() == c.data_type.kind());
-            // A schema that is not a prefix cannot be padded; its rows are
-            // refused when met rather than misread.
-            if prefix {
-                earlier.push((stored_schema_id(table, *id)?, codec_of(table, format, old)?));
-            }
+        for (id, old) in table.paddable_earlier_schemas() {
+            earlier.push((stored_schema_id(table, id)?, codec_of(table, format, old)?));
         }
         Ok(Self {
             codec,

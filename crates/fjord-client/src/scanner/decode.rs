@@ -24,12 +24,14 @@ pub(crate) struct DecodePlan {
     pub reorder: Option<Vec<usize>>,
     /// Whether each batch's CRC-32C is checked (see `LogScanner::new`).
     pub verify_crc: bool,
-    /// The schema id `fetched_schema` is of, when it holds every column of
-    /// the table: a batch of an older id (written before columns were
-    /// added last, the only change Fluss's ALTER TABLE makes to columns)
-    /// is decoded with its columns, a prefix of `fetched_schema`, and the
-    /// added columns read as NULL. `None` for a projected scan.
-    pub padded_schema_id: Option<i16>,
+    /// The Arrow schemas of the table's earlier schema ids, when
+    /// `fetched_schema` holds every column of the table (empty for a
+    /// projected scan, whose columns every schema id the server accepts
+    /// has): a batch of one of these ids (written before columns were added
+    /// last, the only change Fluss's ALTER TABLE makes to columns) is
+    /// decoded with its own schema, once, and the added columns read as
+    /// NULL. Built when the scanner is, from `TableInfo::earlier_schemas`.
+    pub earlier_schemas: Vec<(i16, SchemaRef)>,
 }
 
 /// The records of one bucket decoded from one response.
@@ -161,9 +163,13 @@ pub(crate) fn decode_records(
         let options = DecodeOptions {
             verify_crc: plan.verify_crc,
         };
-        let decoded = match plan.padded_schema_id {
-            Some(id) if header.schema_id < id => decode_older(&slice, plan, options),
-            _ => decode_log_batch_with(&slice, plan.fetched_schema.clone(), options),
+        let earlier = plan
+            .earlier_schemas
+            .iter()
+            .find(|(id, _)| *id == header.schema_id);
+        let decoded = match earlier {
+            Some((_, schema)) => decode_padded(&slice, schema, plan, options),
+            None => decode_log_batch_with(&slice, plan.fetched_schema.clone(), options),
         }
         .map_err(|source| DecodeError::Arrow {
             base_offset: header.base_offset,
@@ -197,42 +203,28 @@ pub(crate) fn decode_records(
     Ok(out)
 }
 
-/// Decodes a batch of an older schema id than the plan's: its columns are
-/// the first of the plan's (columns are only ever added last), as many as
-/// its Arrow body holds; the others are filled with NULLs. The body is
-/// tried with each shorter prefix, longest first (one try per column added
-/// since the batch was written); if none fits, the error is the one of the
-/// whole schema.
-fn decode_older(
+/// Decodes a batch of an earlier schema id with that id's schema (`own`,
+/// a prefix of the plan's columns) and fills the columns added since with
+/// NULLs, so every batch the scanner returns has the plan's schema.
+fn decode_padded(
     slice: &Buffer,
+    own: &SchemaRef,
     plan: &DecodePlan,
     options: DecodeOptions,
 ) -> Result<fjord_format::arrow_log::DecodedLogBatch, fjord_format::arrow_log::ArrowLogError> {
+    let decoded = decode_log_batch_with(slice, own.clone(), options)?;
     let full = &plan.fetched_schema;
-    let first = match decode_log_batch_with(slice, full.clone(), options) {
-        Ok(decoded) => return Ok(decoded),
-        Err(e) => e,
-    };
-    for columns in (1..full.fields().len()).rev() {
-        let prefix: Vec<usize> = (0..columns).collect();
-        let Ok(schema) = full.project(&prefix) else {
-            break;
-        };
-        if let Ok(decoded) = decode_log_batch_with(slice, std::sync::Arc::new(schema), options) {
-            let rows = decoded.records.num_rows();
-            let mut arrays = decoded.records.columns().to_vec();
-            for field in &full.fields()[columns..] {
-                arrays.push(arrow_array::new_null_array(field.data_type(), rows));
-            }
-            let records = RecordBatch::try_new(full.clone(), arrays)
-                .map_err(fjord_format::arrow_log::ArrowLogError::from)?;
-            return Ok(fjord_format::arrow_log::DecodedLogBatch {
-                change_types: decoded.change_types,
-                records,
-            });
-        }
+    let rows = decoded.records.num_rows();
+    let mut arrays = decoded.records.columns().to_vec();
+    for field in &full.fields()[arrays.len().min(full.fields().len())..] {
+        arrays.push(arrow_array::new_null_array(field.data_type(), rows));
     }
-    Err(first)
+    let records = RecordBatch::try_new(full.clone(), arrays)
+        .map_err(fjord_format::arrow_log::ArrowLogError::from)?;
+    Ok(fjord_format::arrow_log::DecodedLogBatch {
+        change_types: decoded.change_types,
+        records,
+    })
 }
 
 /// The fields of a batch header the scanner steps by, read without the CRC
@@ -348,7 +340,7 @@ mod tests {
             fetched_schema: schema(),
             reorder,
             verify_crc,
-            padded_schema_id: None,
+            earlier_schemas: Vec::new(),
         }
     }
 
@@ -375,8 +367,9 @@ mod tests {
             )
             .unwrap();
         bytes[start..start + 8].copy_from_slice(&2i64.to_le_bytes());
+        let id_only = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
         let padded = DecodePlan {
-            padded_schema_id: Some(2),
+            earlier_schemas: vec![(1, id_only)],
             ..plan(None, true)
         };
         let decoded = decode_records(Bytes::from(bytes.clone()), 0, &padded).unwrap();
@@ -392,7 +385,7 @@ mod tests {
             })
             .collect();
         assert_eq!(names, [None, None, Some("n2".to_string())]);
-        // Without the schema id to pad to, the older batch is an error.
+        // Without the earlier schema, the older batch is an error.
         assert!(decode_records(Bytes::from(bytes), 0, &plan(None, true)).is_err());
     }
 

@@ -230,6 +230,16 @@ pub struct LogScanner {
     client: Option<FlussClient>,
 }
 
+/// The Arrow schemas of `table`'s earlier schema ids that pad to the
+/// current one; a batch of any other id is decoded with the current schema
+/// and fails there if it does not fit.
+fn earlier_arrow_schemas(table: &TableInfo) -> Vec<(i16, SchemaRef)> {
+    table
+        .paddable_earlier_schemas()
+        .filter_map(|(id, old)| Some((i16::try_from(id).ok()?, to_arrow_schema(old))))
+        .collect()
+}
+
 impl LogScanner {
     /// A scanner of the non-partitioned `table` reading from the leaders in
     /// `route`. Refuses a projection with a duplicate or out-of-range column.
@@ -293,9 +303,11 @@ impl LogScanner {
             fetched_schema,
             reorder,
             verify_crc: config.check_crc && projected_fields.is_empty(),
-            padded_schema_id: projected_fields
-                .is_empty()
-                .then(|| i16::try_from(table.schema_id).unwrap_or(i16::MAX)),
+            earlier_schemas: if projected_fields.is_empty() {
+                earlier_arrow_schemas(&table)
+            } else {
+                Vec::new()
+            },
         };
         Ok(Self {
             table,
