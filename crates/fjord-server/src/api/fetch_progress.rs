@@ -33,7 +33,8 @@ pub(super) const STALLED_FETCH_REPEATS: u32 = 5;
 
 /// Buckets tracked at once. Bounds the map whatever the number of buckets
 /// served: when it is full, entries of replicas that are gone are dropped,
-/// and if none is, a newly served bucket is not tracked.
+/// and if none is, a newly served bucket is not tracked (and the next sweep
+/// waits for as many answers as the map holds).
 pub(super) const TRACKED_BUCKETS_MAX: usize = 4096;
 
 /// One tracked bucket: the last offset served records, and how often.
@@ -53,6 +54,11 @@ struct Entry<O> {
 pub(super) struct StallTracker<O> {
     entries: HashMap<usize, Entry<O>>,
     capacity: usize,
+    /// Answers of untracked buckets to turn away, while full, before the
+    /// next sweep for dead entries: a sweep that freed nothing is not
+    /// repeated on every answer (it walks the whole map under the lock),
+    /// only once per `capacity` answers, so its cost per answer is O(1).
+    skip_sweeps: usize,
 }
 
 impl<O> StallTracker<O> {
@@ -60,6 +66,7 @@ impl<O> StallTracker<O> {
         Self {
             entries: HashMap::new(),
             capacity,
+            skip_sweeps: 0,
         }
     }
 
@@ -88,8 +95,13 @@ impl<O> StallTracker<O> {
             return None;
         }
         if self.entries.len() >= self.capacity {
+            if self.skip_sweeps > 0 {
+                self.skip_sweeps -= 1;
+                return None;
+            }
             self.entries.retain(|_, e| alive(&e.owner));
             if self.entries.len() >= self.capacity {
+                self.skip_sweeps = self.capacity;
                 return None;
             }
         }
@@ -243,5 +255,29 @@ mod tests {
             assert_eq!(t.served(4, 0, || true, |alive| *alive), None);
         }
         assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn a_fruitless_sweep_is_not_repeated_before_capacity_answers() {
+        use std::cell::Cell;
+        use std::rc::Rc;
+        let live = Rc::new(Cell::new(true));
+        let mut t = StallTracker::new(2);
+        let alive = |o: &Rc<Cell<bool>>| o.get();
+        t.served(1, 0, || Rc::clone(&live), alive);
+        t.served(2, 0, || Rc::new(Cell::new(true)), alive);
+        // Full of live entries: the sweep frees nothing.
+        t.served(3, 0, || Rc::new(Cell::new(true)), alive);
+        live.set(false);
+        // The next `capacity` answers do not sweep, so key 1 stays...
+        for key in [4, 5] {
+            t.served(key, 0, || Rc::new(Cell::new(true)), alive);
+        }
+        assert_eq!(t.len(), 2);
+        assert!(t.entries.contains_key(&1));
+        // ...and the one after sweeps it out and tracks the new bucket.
+        t.served(6, 0, || Rc::new(Cell::new(true)), alive);
+        assert!(!t.entries.contains_key(&1));
+        assert!(t.entries.contains_key(&6));
     }
 }

@@ -55,7 +55,7 @@ use fjord_storage::LogTablet;
 use tracing::{info, warn};
 
 use super::columns::{read_row, ColumnsBuilder};
-use super::key::{KvKey, KvRow};
+use super::key::{KvKey, KvRow, INLINE_ROW_BYTES_MAX};
 use super::merge::{AggMode, MergeError, MergeOutcome, RowMerger, RowSink};
 use super::table::KvTable;
 use crate::error::{ApiError, ErrorCode};
@@ -390,14 +390,19 @@ impl Committed {
     /// The committed value of `key`: `Some(None)` for a committed delete or
     /// a key a complete cache lacks, `None` when only the store knows.
     fn get(&self, key: &[u8]) -> Option<Option<KvRow>> {
+        self.get_ref(key).map(|v| v.cloned())
+    }
+
+    /// [`Committed::get`], borrowing the value.
+    fn get_ref(&self, key: &[u8]) -> Option<Option<&KvRow>> {
         if let Some(v) = self.active.get(key) {
-            return Some(v.clone());
+            return Some(v.as_ref());
         }
         if let Some(v) = self.frozen.as_ref().and_then(|(f, _)| f.get(key)) {
-            return Some(v.clone());
+            return Some(v.as_ref());
         }
         if let Some(v) = self.clean.get(key) {
-            return Some(Some(v.clone()));
+            return Some(Some(v));
         }
         self.complete.then_some(None)
     }
@@ -659,8 +664,25 @@ impl KvTablet {
     /// some key needs the store.
     pub fn get_all_in_memory(&self, keys: &[Bytes]) -> Option<Vec<Option<Bytes>>> {
         let committed = read(&self.committed);
+        // Inline rows are copied into one buffer for the batch and split
+        // off it (one allocation per batch, not one per key); shared rows
+        // are handed out as they are.
+        let mut arena = BytesMut::new();
         keys.iter()
-            .map(|key| committed.get(key).map(|v| v.map(|v| v.to_bytes())))
+            .map(|key| {
+                committed.get_ref(key).map(|v| {
+                    v.map(|v| match v {
+                        KvRow::Shared(b) => b.clone(),
+                        KvRow::Inline { .. } => {
+                            if arena.capacity() < v.len() {
+                                arena.reserve(keys.len().min(1024) * INLINE_ROW_BYTES_MAX);
+                            }
+                            arena.extend_from_slice(v.as_slice());
+                            arena.split().freeze()
+                        }
+                    })
+                })
+            })
             .collect()
     }
 
