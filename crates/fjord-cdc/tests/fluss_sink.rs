@@ -552,3 +552,47 @@ fn an_added_column_is_added_to_the_sink_table_through_alter_table() {
         vec!["Int(1)|/a|NULL", "Int(2)|/b|Int(7)"]
     );
 }
+
+/// A pipeline killed between reading a schema and applying its ADD COLUMN
+/// restarts into a source (a snapshot read again) that has the column and
+/// no event saying so: the sink adds what its existing table lacks, or,
+/// under `exception`, refuses naming the columns, and never drops the
+/// values silently.
+#[test]
+fn an_existing_table_lacking_source_columns_gets_them_or_a_clear_error() {
+    let fjord = Fjord::start();
+    let u1 = users(1);
+    let u2 = schema(
+        "app",
+        "users",
+        2,
+        &[
+            ("id", DataType::BigInt),
+            ("name", DataType::Varchar { length: 20 }),
+            ("age", DataType::Int),
+            ("email", DataType::String),
+        ],
+        &["id"],
+    );
+    let first = vec![vec![Ev::Insert(
+        u1.clone(),
+        vec![V::I(1), V::S("ann"), V::I(30)],
+    )]];
+    run_script(&fjord, first, SchemaChangeBehavior::Lenient, None).unwrap();
+    let again = || {
+        vec![vec![Ev::Insert(
+            u2.clone(),
+            vec![V::I(2), V::S("bob"), V::I(20), V::S("b@x")],
+        )]]
+    };
+    let err = run_script(&fjord, again(), SchemaChangeBehavior::Exception, None).unwrap_err();
+    assert!(
+        err.contains("app.users") && err.contains("\"email\"") && err.contains("exception"),
+        "{err}"
+    );
+    run_script(&fjord, again(), SchemaChangeBehavior::Lenient, None).unwrap();
+    assert_eq!(
+        fjord.pk_rows("app", "users"),
+        vec!["Int(1)|ann|Int(30)|NULL", "Int(2)|bob|Int(20)|b@x"]
+    );
+}

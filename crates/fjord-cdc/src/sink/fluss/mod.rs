@@ -424,9 +424,11 @@ impl Inner {
             .create_database(id.database(), &DatabaseDescriptor::default(), true)
             .await
             .map_err(|e| client_error(&id.database(), "creating database", e))?;
+        let mut existed = false;
         let info = match table_if_exists(&client, &path).await? {
             Some(info) => {
                 table::check_existing(&id, &info.descriptor, &wanted).map_err(failed)?;
+                existed = true;
                 info
             }
             None => {
@@ -448,7 +450,59 @@ impl Inner {
         self.targets.push(target);
         let t = self.targets.len() - 1;
         self.by_id.insert(id, t);
+        if existed {
+            self.add_missing_columns(t, schema).await?;
+        }
         Ok(t)
+    }
+
+    /// Brings an existing sink table up to its source table's columns.
+    /// A table can lack source columns when the source added them while
+    /// no pipeline ran, or when the pipeline was killed between reading a
+    /// schema and applying its ADD COLUMN (a snapshot read again after a
+    /// restart sees the source's current columns, with no event for the
+    /// change): the missing columns are added as an ADD COLUMN event
+    /// would add them, so no source column's values are silently dropped.
+    async fn add_missing_columns(
+        &mut self,
+        t: usize,
+        schema: &Arc<TableSchema>,
+    ) -> Result<(), SinkError> {
+        let missing: Vec<_> = schema
+            .columns()
+            .iter()
+            .filter(|c| !self.targets[t].columns.iter().any(|(n, _)| *n == *c.name))
+            .cloned()
+            .collect();
+        if missing.is_empty() || self.behavior == SchemaChangeBehavior::Ignore {
+            return Ok(());
+        }
+        let id = self.targets[t].id.clone();
+        let names: Vec<&str> = missing.iter().map(|c| &*c.name).collect();
+        if self.behavior == SchemaChangeBehavior::Exception
+            || !self.options.applies(self.behavior, "add.column")
+        {
+            return Err(failed(format!(
+                "sink table {id} exists without the source table's columns {names:?}, and                  schema.change.behavior {} (with the include/exclude lists) does not add columns:                  add them to the sink table, or let the pipeline add them (lenient, try_evolve or evolve)",
+                self.behavior.as_str()
+            )));
+        }
+        for column in &missing {
+            let ty = table::fluss_type(column.data_type).map_err(failed)?;
+            match self.add_column(t, &column.name, ty).await {
+                Ok(()) => {}
+                Err(Unsupported(why)) if self.behavior == SchemaChangeBehavior::TryEvolve => {
+                    tracing::warn!(table = %id, column = %column.name, "{why}; its values are not written (try_evolve)");
+                }
+                Err(Unsupported(why)) => {
+                    return Err(failed(format!(
+                        "sink table {id} lacks source column `{}`: {why}",
+                        column.name
+                    )))
+                }
+            }
+        }
+        Ok(())
     }
 
     async fn open_target(
