@@ -42,6 +42,7 @@ pub mod projection;
 mod records;
 pub mod row;
 pub mod schema;
+pub mod statistics;
 pub mod types;
 mod varint;
 
