@@ -22,6 +22,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use datafusion::common::SchemaError;
 use datafusion::error::DataFusionError;
 use datafusion::prelude::SessionContext;
 use datafusion_postgres::arrow_pg::datatypes::arrow_schema_to_pg_fields;
@@ -255,6 +256,15 @@ fn pg_error(e: SqlError) -> PgWireError {
                 Some(SqlError::Invalid(_)) => "42000",
                 _ => "XX000",
             },
+            // What Postgres answers, so a driver can tell a missing table
+            // or column (JDBC's SQLState, psycopg's UndefinedTable) from
+            // other mistakes.
+            DataFusionError::Plan(m) if is_table_not_found(m) => "42P01",
+            DataFusionError::SchemaError(e, _)
+                if matches!(**e, SchemaError::FieldNotFound { .. }) =>
+            {
+                "42703"
+            }
             DataFusionError::Plan(_)
             | DataFusionError::SQL(..)
             | DataFusionError::SchemaError(..) => "42000",
@@ -262,6 +272,11 @@ fn pg_error(e: SqlError) -> PgWireError {
         },
     };
     user_error("ERROR", code, e.to_string())
+}
+
+/// Whether a planning error is DataFusion's "table 'x' not found".
+fn is_table_not_found(message: &str) -> bool {
+    message.starts_with("table '") && message.ends_with("' not found")
 }
 
 /// An engine error from datafusion-postgres (planning or a row stream)
@@ -418,7 +433,13 @@ impl QueryParser for FjordParser {
             .map_err(|e| pg_error(e.into()))?;
         match ddl::parse(sql).map_err(pg_error)? {
             Parsed::Fjord(_) => Ok(Some((sql.to_owned(), None))),
-            Parsed::Query => self.inner.parse_sql(client, sql, types).await,
+            // A planning error (an unknown table) is reported at Parse in
+            // the extended protocol: with its SQLSTATE, not XX000.
+            Parsed::Query => self
+                .inner
+                .parse_sql(client, sql, types)
+                .await
+                .map_err(clear_error),
         }
     }
 

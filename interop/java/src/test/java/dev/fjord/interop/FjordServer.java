@@ -43,6 +43,14 @@ final class FjordServer implements AutoCloseable {
 
     /** Starts a server on a fresh temporary data dir and waits until it is ready. */
     static FjordServer start() throws IOException, InterruptedException {
+        return start(new String[0]);
+    }
+
+    /**
+     * Starts a server with {@code extraArgs} after the listen address and data dir (the SQL
+     * endpoints' flags, {@code --set} options) and waits until it is ready.
+     */
+    static FjordServer start(String... extraArgs) throws IOException, InterruptedException {
         String binary = System.getProperty("fjord.bin", System.getenv("FJORD_BIN"));
         if (binary == null || binary.isEmpty()) {
             throw new IllegalStateException(
@@ -54,14 +62,18 @@ final class FjordServer implements AutoCloseable {
         }
         Path dataDir = Files.createTempDirectory("fjord-junit-");
         Path stderrFile = Files.createTempFile("fjord-junit-stderr-", ".log");
-        ProcessBuilder builder =
-                new ProcessBuilder(
+        java.util.List<String> command =
+                new java.util.ArrayList<>(
+                        java.util.List.of(
                                 binary,
                                 "server",
                                 "--listen",
                                 "127.0.0.1:0",
                                 "--data-dir",
-                                dataDir.toString())
+                                dataDir.toString()));
+        command.addAll(java.util.List.of(extraArgs));
+        ProcessBuilder builder =
+                new ProcessBuilder(command)
                         .redirectOutput(ProcessBuilder.Redirect.DISCARD)
                         .redirectError(stderrFile.toFile())
                         .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")));
@@ -95,6 +107,18 @@ final class FjordServer implements AutoCloseable {
     /** The {@code host:port} from the ready line, usable as {@code bootstrap.servers}. */
     String address() {
         return address;
+    }
+
+    /**
+     * The address the ready line gives for the endpoint {@code name} ({@code postgres}, {@code
+     * flight sql}).
+     */
+    String endpoint(String name) {
+        Matcher m = Pattern.compile(", " + Pattern.quote(name) + " on ([^,\\s]+)").matcher(stderr());
+        if (!m.find()) {
+            throw new IllegalStateException("no " + name + " endpoint in the ready line\n" + stderr());
+        }
+        return m.group(1);
     }
 
     /** Everything the server wrote to stderr so far. */
