@@ -221,6 +221,11 @@ struct MySqlSource {
     /// A query connection for lazy schema loads while the binlog connection streams.
     query_conn: Option<Conn>,
     last_packet: Instant,
+    /// When the current binlog dump started (a dump that lasted
+    /// [`RECONNECT_HEALTHY_AFTER`] resets the reconnect budget).
+    dump_started: Instant,
+    /// Reconnect attempts since the binlog connection was last healthy.
+    reconnects: u32,
     /// The schema cache as stored in positions (hex of `SchemaCache::to_ddl`).
     schemas_hex: String,
     /// Whether the current dump has sent its FORMAT_DESCRIPTION event yet.
@@ -248,7 +253,7 @@ impl MySqlSource {
             .pass(Some(config.password.clone()))
             .prefer_socket(false)
             .into();
-        let mut conn = connect(&opts, &config).await?;
+        let mut conn = connect(&opts, &config, &start.stop).await?;
         let (version,): (String,) = conn
             .query_first("SELECT @@version")
             .await
@@ -297,6 +302,8 @@ impl MySqlSource {
             min_timestamp: None,
             query_conn: None,
             last_packet: Instant::now(),
+            dump_started: Instant::now(),
+            reconnects: 0,
             fde_seen: false,
             checksum_len: 4,
             schemas_hex: String::new(),
@@ -334,7 +341,7 @@ impl MySqlSource {
             source.file = b.file;
             source.next_pos = b.pos;
             source.skip_rows = b.skip_rows;
-            source.start_binlog(&mut conn).await?;
+            source.start_binlog(conn).await?;
             return Ok(source);
         }
         match source.config.startup.clone() {
@@ -348,13 +355,13 @@ impl MySqlSource {
                     SourceError::Database("SHOW BINARY LOGS lists no file: is log_bin on?".into())
                 })?;
                 source.next_pos = 4;
-                source.start_binlog(&mut conn).await?;
+                source.start_binlog(conn).await?;
             }
             StartupMode::LatestOffset => {
                 let (file, pos) = master_status(&mut conn).await?;
                 source.file = file;
                 source.next_pos = pos;
-                source.start_binlog(&mut conn).await?;
+                source.start_binlog(conn).await?;
             }
             StartupMode::SpecificOffset {
                 offset,
@@ -371,7 +378,7 @@ impl MySqlSource {
                     SpecificOffset::File { file, pos } => {
                         source.file = file;
                         source.next_pos = pos;
-                        source.start_binlog(&mut conn).await?;
+                        source.start_binlog(conn).await?;
                     }
                     SpecificOffset::GtidSet(set) => {
                         if source.mariadb {
@@ -393,14 +400,14 @@ impl MySqlSource {
                 source.next_pos = 4;
                 source.min_timestamp =
                     Some(u32::try_from(millis.max(0) / 1000).unwrap_or(u32::MAX));
-                source.start_binlog(&mut conn).await?;
+                source.start_binlog(conn).await?;
             }
         }
         Ok(source)
     }
 
     async fn start_snapshot(&mut self, initial: bool) -> Result<(), SourceError> {
-        let mut conn = connect(&self.opts, &self.config).await?;
+        let mut conn = connect(&self.opts, &self.config, &self.stop).await?;
         let position = snapshot::begin(&mut conn, self.mariadb).await?;
         let mut ids: Vec<TableId> = self.cache.tables.keys().cloned().collect();
         ids.sort();
@@ -422,8 +429,8 @@ impl MySqlSource {
     }
 
     /// Starts the binlog dump at `self.file`/`self.next_pos` on a new connection.
-    async fn start_binlog(&mut self, check_conn: &mut Conn) -> Result<(), SourceError> {
-        let logs = binary_logs(check_conn).await?;
+    async fn start_binlog(&mut self, mut conn: Conn) -> Result<(), SourceError> {
+        let logs = binary_logs(&mut conn).await?;
         if !logs.contains(&self.file) {
             return Err(SourceError::PositionUnavailable(format!(
                 "binlog file {} (position {}) is not on the server any more (purged?); the oldest \
@@ -433,7 +440,6 @@ impl MySqlSource {
                 logs.first().map_or("none", String::as_str)
             )));
         }
-        let conn = connect(&self.opts, &self.config).await?;
         self.dump(conn, None).await
     }
 
@@ -511,6 +517,7 @@ impl MySqlSource {
         self.tx_standalone = false;
         self.tx_explicit = false;
         self.last_packet = Instant::now();
+        self.dump_started = self.last_packet;
         self.phase = Phase::Binlog;
         Ok(())
     }
@@ -573,7 +580,7 @@ impl MySqlSource {
             // source up (the binlog connection notices and reconnects).
             let ask = async {
                 if self.query_conn.is_none() {
-                    self.query_conn = connect(&self.opts, &self.config).await.ok();
+                    self.query_conn = connect_once(&self.opts, &self.config).await.ok();
                 }
                 match self.query_conn.as_mut() {
                     Some(conn) => master_status(conn).await.ok(),
@@ -622,7 +629,6 @@ impl MySqlSource {
             return Ok(Poll::End);
         }
         let deadline = Instant::now() + IDLE_RETURN_MAX;
-        let mut reconnects = 0u32;
         loop {
             if self.reached_until() {
                 self.phase = Phase::Done;
@@ -645,11 +651,11 @@ impl MySqlSource {
                     if self.last_packet.elapsed()
                         > 2 * self.config.heartbeat_interval + IDLE_RETURN_MAX
                     {
-                        tracing::warn!(
-                            "no binlog event or heartbeat for {:?}; reconnecting",
+                        let cause = format!(
+                            "no binlog event or heartbeat for {:?}",
                             self.last_packet.elapsed()
                         );
-                        self.reconnect(&mut reconnects).await?;
+                        self.reconnect(cause).await?;
                     }
                     break;
                 }
@@ -659,15 +665,14 @@ impl MySqlSource {
             match next {
                 Some(Ok(event)) => self.handle(&event, batch).await?,
                 Some(Err(e)) => {
-                    if let mysql_async::Error::Server(_) = e {
+                    if !is_transient(&e) {
                         return Err(self.dump_error(e));
                     }
-                    tracing::warn!("binlog connection failed ({e}); reconnecting");
-                    self.reconnect(&mut reconnects).await?;
+                    self.reconnect(e.to_string()).await?;
                 }
                 None => {
-                    tracing::warn!("binlog stream ended; reconnecting");
-                    self.reconnect(&mut reconnects).await?;
+                    self.reconnect("the server ended the binlog stream".into())
+                        .await?
                 }
             }
         }
@@ -675,16 +680,17 @@ impl MySqlSource {
         Ok(Poll::Ready)
     }
 
-    async fn reconnect(&mut self, attempts: &mut u32) -> Result<(), SourceError> {
+    /// The binlog connection failed with `cause`: reconnects and resumes the
+    /// dump at the last position handed out (the current transaction's
+    /// start, skipping the rows already delivered), waiting
+    /// [`reconnect_backoff`] between attempts. After `1 + connect.max-retries`
+    /// failed attempts in a row the error names the server, the position and
+    /// the last cause. A position the server no longer has fails at once.
+    async fn reconnect(&mut self, cause: String) -> Result<(), SourceError> {
         self.stream = None;
-        if *attempts >= self.config.connect_max_retries {
-            return Err(SourceError::Database(format!(
-                "binlog connection lost and {} reconnect attempts failed (connect.max-retries)",
-                attempts
-            )));
+        if self.dump_started.elapsed() >= RECONNECT_HEALTHY_AFTER {
+            self.reconnects = 0;
         }
-        *attempts += 1;
-        // Resume at the current transaction's start, skipping rows already handled.
         if let Some((file, pos)) = self.tx.take() {
             // `tx_rows` counts skipped rows too: the larger of the two is
             // what the sink already has from this transaction.
@@ -692,8 +698,67 @@ impl MySqlSource {
             self.file = file;
             self.next_pos = pos;
         }
-        let mut conn = connect(&self.opts, &self.config).await?;
-        self.start_binlog(&mut conn).await
+        let attempts = self.config.connect_max_retries.saturating_add(1);
+        let mut last = cause;
+        loop {
+            self.reconnects += 1;
+            if self.reconnects > attempts {
+                return Err(SourceError::Database(format!(
+                    "lost the binlog connection to {}:{} and could not resume at {} {} \
+                     after {attempts} attempts (connect.max-retries = {}): {last}",
+                    self.config.hostname,
+                    self.config.port,
+                    self.file,
+                    self.next_pos,
+                    self.config.connect_max_retries
+                )));
+            }
+            let wait = reconnect_backoff(self.reconnects);
+            tracing::warn!(
+                "binlog connection to {}:{} lost ({last}); resuming at {} {} \
+                 (attempt {} of {attempts}, in {wait:?})",
+                self.config.hostname,
+                self.config.port,
+                self.file,
+                self.next_pos,
+                self.reconnects
+            );
+            if !sleep_unless_stopped(wait, &self.stop).await {
+                return Err(SourceError::Database(format!(
+                    "stopped while reconnecting to {}:{} ({last})",
+                    self.config.hostname, self.config.port
+                )));
+            }
+            let conn = match connect_once(&self.opts, &self.config).await {
+                Ok(conn) => conn,
+                Err(e) if is_transient(&e) => {
+                    last = e.to_string();
+                    continue;
+                }
+                Err(e) => {
+                    return Err(SourceError::Database(format!(
+                        "reconnecting to {}:{} as {}: {e}",
+                        self.config.hostname, self.config.port, self.config.username
+                    )))
+                }
+            };
+            match self.start_binlog(conn).await {
+                Ok(()) => {
+                    tracing::info!(
+                        "binlog connection to {}:{} restored at {} {}",
+                        self.config.hostname,
+                        self.config.port,
+                        self.file,
+                        self.next_pos
+                    );
+                    return Ok(());
+                }
+                // A query or the dump request failed: the server may be
+                // going away again; anything else (purged position) is final.
+                Err(SourceError::Database(e)) => last = e,
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     async fn snapshot_batch(&mut self, batch: &mut EventBatch) -> Result<Poll, SourceError> {
@@ -729,8 +794,8 @@ impl MySqlSource {
                         Some((file, pos)) => {
                             self.file = file;
                             self.next_pos = pos;
-                            let mut conn = connect(&self.opts, &self.config).await?;
-                            self.start_binlog(&mut conn).await?;
+                            let conn = connect(&self.opts, &self.config, &self.stop).await?;
+                            self.start_binlog(conn).await?;
                             batch.set_position(self.position());
                             return Ok(Poll::Ready);
                         }
@@ -758,6 +823,8 @@ impl MySqlSource {
         // Fake events (rotate, format description on connect) carry time 0.
         if header.timestamp() != 0 {
             self.last_event_time = header.timestamp();
+            // A real event: the connection works, the reconnect budget is whole again.
+            self.reconnects = 0;
         }
         let start_pos = log_pos.saturating_sub(u64::from(header.event_size()));
         let data = event.data();
@@ -917,7 +984,7 @@ impl MySqlSource {
             // DDL we did not read): load its current definition.
             tracing::info!("loading the schema of {table}, first seen in the binlog");
             if self.query_conn.is_none() {
-                self.query_conn = Some(connect(&self.opts, &self.config).await?);
+                self.query_conn = Some(connect(&self.opts, &self.config, &self.stop).await?);
             }
             let conn = self.query_conn.as_mut().expect("just connected");
             let loaded = SchemaCache::load(conn, &self.config.tables, Some(&table)).await?;
@@ -992,39 +1059,124 @@ fn table_id(data: &[u8]) -> u64 {
         .fold(0u64, |acc, &b| (acc << 8) | u64::from(b))
 }
 
+/// First wait before another connection attempt after a failed one; the
+/// wait doubles per attempt up to [`RECONNECT_BACKOFF_MAX`]. A second is
+/// long enough that the default `connect.max-retries` (3: waits of 1, 2 and
+/// 4 s) outlasts a server restart of a few seconds, short enough that a blip
+/// costs little.
+pub const RECONNECT_BACKOFF_MIN: Duration = Duration::from_secs(1);
+/// Longest wait between two connection attempts, so a large
+/// `connect.max-retries` keeps trying at a steady pace instead of sleeping
+/// for hours.
+pub const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// A binlog connection that stayed up this long (or delivered a real event)
+/// counts as healthy: its failure starts a new reconnect budget, so blips
+/// days apart never add up to `connect.max-retries`.
+const RECONNECT_HEALTHY_AFTER: Duration = Duration::from_secs(10);
+/// Granularity at which a backoff wait notices a stop request.
+const STOP_CHECK_INTERVAL: Duration = Duration::from_millis(100);
+
+/// MariaDB/MySQL error codes that mean the server is going away or cut the
+/// session, not that the request was wrong: ER_CON_COUNT_ERROR (1040),
+/// ER_SERVER_SHUTDOWN (1053), ER_QUERY_INTERRUPTED (1317) and
+/// ER_CONNECTION_KILLED (1927). The source reconnects after them; any other
+/// server error (bad password, missing privilege) is reported at once.
+const TRANSIENT_SERVER_ERRORS: [u16; 4] = [1040, 1053, 1317, 1927];
+
+/// Whether a failed request should be retried on a new connection.
+fn is_transient(e: &mysql_async::Error) -> bool {
+    match e {
+        mysql_async::Error::Server(s) => TRANSIENT_SERVER_ERRORS.contains(&s.code),
+        _ => true,
+    }
+}
+
+/// The wait before attempt `attempt` (1-based: no wait before the first).
+fn reconnect_backoff(attempt: u32) -> Duration {
+    if attempt <= 1 {
+        return Duration::ZERO;
+    }
+    let doublings = (attempt - 2).min(16);
+    (RECONNECT_BACKOFF_MIN * (1u32 << doublings)).min(RECONNECT_BACKOFF_MAX)
+}
+
+/// Sleeps `wait`, returning early (false) if a stop is requested.
+async fn sleep_unless_stopped(wait: Duration, stop: &crate::source::StopFlag) -> bool {
+    let until = Instant::now() + wait;
+    loop {
+        if stop.is_raised() {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= until {
+            return true;
+        }
+        tokio::time::sleep((until - now).min(STOP_CHECK_INTERVAL)).await;
+    }
+}
+
+/// One connection attempt, bounded by `connect.timeout`.
+async fn connect_once(
+    opts: &mysql_async::Opts,
+    config: &MySqlSourceConfig,
+) -> Result<Conn, mysql_async::Error> {
+    match tokio::time::timeout(config.connect_timeout, Conn::new(opts.clone())).await {
+        Ok(result) => result,
+        Err(_) => Err(mysql_async::Error::Io(mysql_async::IoError::Io(
+            std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "no answer within {:?} (connect.timeout)",
+                    config.connect_timeout
+                ),
+            ),
+        ))),
+    }
+}
+
+/// Connects, trying up to `1 + connect.max-retries` times with a doubling
+/// wait ([`reconnect_backoff`]) and logging each failed attempt; the final
+/// error names the server and the last cause. A non-transient server error
+/// (bad credentials) fails at once; a raised `stop` ends the waiting.
 async fn connect(
     opts: &mysql_async::Opts,
     config: &MySqlSourceConfig,
+    stop: &crate::source::StopFlag,
 ) -> Result<Conn, SourceError> {
-    let attempts = config.connect_max_retries.max(1);
-    let mut last = None;
-    for attempt in 0..attempts {
-        match tokio::time::timeout(config.connect_timeout, Conn::new(opts.clone())).await {
-            Ok(Ok(conn)) => return Ok(conn),
-            Ok(Err(e @ mysql_async::Error::Server(_))) => {
-                return Err(SourceError::Database(format!(
-                    "connecting to {}:{} as {}: {e}",
-                    config.hostname, config.port, config.username
-                )))
-            }
-            Ok(Err(e)) => last = Some(e.to_string()),
-            Err(_) => {
-                last = Some(format!(
-                    "timed out after {:?} (connect.timeout)",
-                    config.connect_timeout
-                ))
-            }
+    let attempts = config.connect_max_retries.saturating_add(1);
+    let mut attempt = 1u32;
+    loop {
+        let e = match connect_once(opts, config).await {
+            Ok(conn) => return Ok(conn),
+            Err(e) => e,
+        };
+        if !is_transient(&e) {
+            return Err(SourceError::Database(format!(
+                "connecting to {}:{} as {}: {e}",
+                config.hostname, config.port, config.username
+            )));
         }
-        if attempt + 1 < attempts {
-            tokio::time::sleep(Duration::from_millis(200 << attempt.min(5))).await;
+        if attempt >= attempts {
+            return Err(SourceError::Database(format!(
+                "cannot connect to {}:{} after {attempts} attempts \
+                 (connect.max-retries = {}): {e}",
+                config.hostname, config.port, config.connect_max_retries
+            )));
+        }
+        attempt += 1;
+        let wait = reconnect_backoff(attempt);
+        tracing::warn!(
+            "connecting to {}:{} failed ({e}); attempt {attempt} of {attempts} in {wait:?}",
+            config.hostname,
+            config.port
+        );
+        if !sleep_unless_stopped(wait, stop).await {
+            return Err(SourceError::Database(format!(
+                "stopped while connecting to {}:{} ({e})",
+                config.hostname, config.port
+            )));
         }
     }
-    Err(SourceError::Database(format!(
-        "connecting to {}:{}: {}",
-        config.hostname,
-        config.port,
-        last.unwrap_or_default()
-    )))
 }
 
 async fn check_binlog_settings(conn: &mut Conn) -> Result<(), SourceError> {
