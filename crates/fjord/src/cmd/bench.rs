@@ -80,6 +80,12 @@ struct SqlArgs {
     /// The Python with the `duckdb` package (default: $PYTHON or python3).
     #[arg(long)]
     python: Option<String>,
+    /// The Postgres endpoint the point queries are also timed over, as a
+    /// connection string (`host=H port=P user=U password=W`); default: the
+    /// child server's `--pg-listen` endpoint. With `--bootstrap` and no
+    /// `--pg`, the point queries run in-process only.
+    #[arg(long)]
+    pg: Option<String>,
 }
 
 /// The primary-key workload (`kv`), the same as
@@ -299,8 +305,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
             let child = match &a.server.bootstrap {
                 Some(_) => None,
-                None => Some(server::ChildServer::start()?),
+                None => Some(server::ChildServer::start_with(&[
+                    "--pg-listen",
+                    "127.0.0.1:0",
+                ])?),
             };
+            let pg = a.pg.clone().or_else(|| {
+                let endpoint = child.as_ref()?.endpoint("postgres")?;
+                let (host, port) = endpoint.rsplit_once(':')?;
+                // The child's endpoint has no users: loopback trust.
+                Some(format!("host={host} port={port} user=bench"))
+            });
             let bootstrap = match (&a.server.bootstrap, &child) {
                 (Some(addr), _) => addr.clone(),
                 (None, Some(child)) => child.addr().to_owned(),
@@ -318,6 +333,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     .python
                     .unwrap_or_else(|| sql::default_python().display().to_string()),
                 keep_table: a.server.keep_table,
+                pg,
             };
             let runtime = tokio::runtime::Runtime::new()?;
             return runtime.block_on(sql::run(&run));

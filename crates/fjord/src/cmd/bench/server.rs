@@ -19,6 +19,8 @@ const READY_MARKER: &str = "listening on ";
 pub struct ChildServer {
     child: Child,
     addr: String,
+    /// The ready line, which also names the SQL endpoints' addresses.
+    ready_line: String,
     data_dir: PathBuf,
 }
 
@@ -26,6 +28,12 @@ impl ChildServer {
     /// Starts this binary's `fjord server` on a free loopback port and a fresh
     /// temporary data dir, and waits for its ready line.
     pub fn start() -> anyhow::Result<Self> {
+        Self::start_with(&[])
+    }
+
+    /// [`ChildServer::start`] with `extra` arguments for the server (the SQL
+    /// endpoints' flags).
+    pub fn start_with(extra: &[&str]) -> anyhow::Result<Self> {
         let data_dir = std::env::temp_dir().join(format!(
             "fjord-bench-{}-{}",
             std::process::id(),
@@ -38,6 +46,7 @@ impl ChildServer {
         let mut child = Command::new(exe)
             .args(["server", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(&data_dir)
+            .args(extra)
             .env("RUST_LOG", "warn,fjord=info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -60,20 +69,22 @@ impl ChildServer {
                     .flatten()
                     .and_then(|rest| rest.split([',', ' ']).next());
                 ready = addr.is_some();
-                let _ = tx.send(addr.map(str::to_owned).ok_or(line));
+                let _ = tx.send(addr.map(|a| (a.to_owned(), line.clone())).ok_or(line));
             }
         });
         let mut server = ChildServer {
             child,
             addr: String::new(),
+            ready_line: String::new(),
             data_dir,
         };
         let deadline = Instant::now() + SERVER_READY_TIMEOUT;
         let mut log = Vec::new();
         loop {
             match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(Ok(addr)) => {
+                Ok(Ok((addr, line))) => {
                     server.addr = addr;
+                    server.ready_line = line;
                     return Ok(server);
                 }
                 Ok(Err(line)) => log.push(line),
@@ -88,6 +99,13 @@ impl ChildServer {
     /// The server's `host:port`.
     pub fn addr(&self) -> &str {
         &self.addr
+    }
+
+    /// The address of the SQL endpoint `name` (`postgres`, `flight sql`)
+    /// from the ready line (`..., postgres on 127.0.0.1:PORT`), if started.
+    pub fn endpoint(&self, name: &str) -> Option<&str> {
+        let rest = self.ready_line.split(&format!(", {name} on ")).nth(1)?;
+        rest.split([',', ' ']).next()
     }
 
     /// The server process's id (its CPU is read from `/proc/PID/stat`).

@@ -15,7 +15,9 @@
 //!   (the full scan of the `ts` column);
 //! - `ts_selective`: the same over 1% of the time range;
 //! - `point`: `--point-queries` single-key SELECTs on the primary-key
-//!   table, each timed alone (median and p99 in µs).
+//!   table, each timed alone (median and p99 in µs); in-process, and again
+//!   over the server's Postgres endpoint (`--pg`, or the child server's) as
+//!   a prepared statement over one connection, what a user's program sees.
 //!
 //! Fjord's side runs in this process: fjord-sql's engine over the native
 //! client (parse, plan, reads, execution), the server being a separate
@@ -71,6 +73,9 @@ pub struct SqlRun {
     pub python: String,
     /// Keep the tables and the Parquet file after the run.
     pub keep_table: bool,
+    /// A Postgres endpoint's connection string: the point queries are also
+    /// timed over it (`None`: in-process only).
+    pub pg: Option<String>,
 }
 
 /// The timed queries over the log table, `{t}` standing for its name.
@@ -194,6 +199,11 @@ pub async fn run(run: &SqlRun) -> anyhow::Result<()> {
         ScanStats::get(&engine.scan_stats().lookups),
     );
 
+    let pg_point = match &run.pg {
+        Some(pg) => Some(point_queries_pg(run, pg, &pk_name).await?),
+        None => None,
+    };
+
     let duck = duckdb(run, &parquet_path, &queries);
     let mut duck_medians = Vec::new();
     match &duck {
@@ -246,9 +256,17 @@ pub async fn run(run: &SqlRun) -> anyhow::Result<()> {
     }
     let _ = write!(
         summary,
-        ",\"point_median_us\":{:.0}}}",
+        ",\"point_median_us\":{:.0}",
         point_median.as_secs_f64() * 1e6
     );
+    if let Some((median, _)) = pg_point {
+        let _ = write!(
+            summary,
+            ",\"point_pg_median_us\":{:.0}",
+            median.as_secs_f64() * 1e6
+        );
+    }
+    summary.push('}');
     println!("{summary}");
 
     if !run.keep_table {
@@ -429,6 +447,63 @@ async fn point_queries(
     times.sort();
     let p99 = times[(times.len() * 99 / 100).min(times.len() - 1)];
     Ok((median(&mut times), p99))
+}
+
+/// Times `--point-queries` single-key SELECTs over the Postgres endpoint
+/// `pg` as a user's program sends them: one connection, the statement
+/// prepared once (`WHERE id = $1`), then each key bound and executed alone
+/// (Bind, Execute, Sync: one round trip) and its row read. Prints its JSON
+/// line; answers the median and the 99th percentile.
+async fn point_queries_pg(
+    run: &SqlRun,
+    pg: &str,
+    pk_name: &str,
+) -> anyhow::Result<(Duration, Duration)> {
+    let (client, connection) = tokio_postgres::connect(pg, tokio_postgres::NoTls)
+        .await
+        .with_context(|| format!("connecting to the Postgres endpoint ({pg})"))?;
+    let connection = tokio::spawn(connection);
+    let statement = client
+        .prepare(&format!(
+            "SELECT * FROM {BENCH_DATABASE}.{pk_name} WHERE id = $1"
+        ))
+        .await
+        .context("preparing the point query over Postgres")?;
+    // The same keys as the in-process run (same generator and seed).
+    let mut state = 0x853c_49e6_748f_ea9bu64;
+    let mut times = Vec::with_capacity(run.point_queries);
+    // One untimed query: the server's lookuper for the table.
+    client.query(&statement, &[&0i64]).await?;
+    for _ in 0..run.point_queries {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let key = (state % run.pk_rows as u64) as i64;
+        let start = Instant::now();
+        let rows = client.query(&statement, &[&key]).await?;
+        times.push(start.elapsed());
+        if rows.len() != 1 || rows[0].get::<_, i64>("id") != key {
+            bail!(
+                "point query of key {key} over Postgres answered {} rows",
+                rows.len()
+            );
+        }
+    }
+    drop(statement);
+    drop(client);
+    let _ = connection.await;
+    times.sort();
+    let p99 = times[(times.len() * 99 / 100).min(times.len() - 1)];
+    let median = median(&mut times);
+    println!(
+        "{{\"bench\":\"sql\",\"engine\":\"fjord\",\"where\":\"postgres endpoint, prepared statement\",\
+         \"query\":\"point\",\"pk_rows\":{},\"lookups\":{},\"median_us\":{:.0},\"p99_us\":{:.0}}}",
+        run.pk_rows,
+        run.point_queries,
+        median.as_secs_f64() * 1e6,
+        p99.as_secs_f64() * 1e6,
+    );
+    Ok((median, p99))
 }
 
 /// Runs `sql` to the end; its rows as text (`a|b|c`), sorted.
