@@ -1273,7 +1273,13 @@ impl KvTablet {
                     return Ok(())
                 }
                 None => {
-                    let run = Arc::new(std::mem::take(&mut committed.active));
+                    // The next run is sized as this one: growing it from
+                    // empty rehashed it a dozen times per spill.
+                    let sized = KeyMap::with_capacity_and_hasher(
+                        committed.active.len(),
+                        foldhash::fast::RandomState::default(),
+                    );
+                    let run = Arc::new(std::mem::replace(&mut committed.active, sized));
                     let state = committed.state;
                     committed.active_bytes = 0;
                     committed.frozen = Some((Arc::clone(&run), state));
