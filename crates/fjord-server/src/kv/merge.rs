@@ -120,7 +120,7 @@ pub enum MergeError {
         /// Kind of the other value.
         right: &'static str,
     },
-    /// An `rbm32` value is not a serialized 32-bit roaring bitmap.
+    /// An `rbm32` or `rbm64` value is not a serialized roaring bitmap.
     #[error("column {column}: cannot merge roaring bitmaps: {reason}")]
     Bitmap {
         /// Column position.

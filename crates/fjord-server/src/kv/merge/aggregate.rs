@@ -11,6 +11,7 @@
 //! - Every merge on an existing key is an update, even when nothing changed.
 
 pub(crate) mod bitmap;
+pub(crate) mod bitmap64;
 pub(crate) mod functions;
 
 use fjord_format::datum::Datum;

@@ -936,7 +936,7 @@ fn listagg_on_char_fails_at_merge_as_in_fluss() {
 }
 
 #[test]
-fn rbm32_unions_bitmaps_and_rbm64_is_refused_for_now() {
+fn rbm32_unions_bitmaps() {
     // FieldAggregatorParameterizedTest.testRbm32Aggregation: {1,2} | {2,3}.
     let bitmap = |values: &[u16]| {
         let mut out = vec![0x3A, 0x30, 0, 0, 1, 0, 0, 0, 0, 0];
@@ -955,6 +955,54 @@ fn rbm32_unions_bitmaps_and_rbm64_is_refused_for_now() {
         Val::Bytes(bitmap(&[2, 3])),
     );
     assert_eq!(got, Val::Bytes(bitmap(&[1, 2, 3])));
+}
+
+#[test]
+fn rbm64_unions_bitmaps_as_fluss_stores_them() {
+    // FieldAggregatorParameterizedTest.testRbm64Aggregation: {10,20} | {20,30},
+    // bytes written by RoaringBitmap 1.3.0's Roaring64Bitmap.serialize(DataOutput)
+    // after runOptimize, as RoaringBitmapUtils does.
+    let bitmap = |values: &[u16]| {
+        let mut out = vec![1, 1, 0, 0, 0, 0, 0, 0, 0];
+        // A root leaf: high part 0, container index 0.
+        out.extend_from_slice(&[4, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        out.extend_from_slice(&0i64.to_le_bytes());
+        // One slot array of one array container.
+        out.extend_from_slice(&[1, 0, 0, 0, 0xFE, 1, 0, 0, 0, 1, 2]);
+        out.extend_from_slice(&(values.len() as i32).to_le_bytes());
+        for v in values {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(&1i64.to_le_bytes());
+        out.extend_from_slice(&[0; 8]);
+        out
+    };
+    let hex: String = bitmap(&[10, 20])
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(
+        hex,
+        "01010000000000000004000000000000000000000000000000000001000000fe01000000010202000000\
+         0a00140001000000000000000000000000000000"
+    );
+    let got = agg_merge(
+        DataType::bytes(),
+        "rbm64",
+        &[],
+        Val::Bytes(bitmap(&[10, 20])),
+        Val::Bytes(bitmap(&[20, 30])),
+    );
+    assert_eq!(got, Val::Bytes(bitmap(&[10, 20, 30])));
+    // The empty bitmap is one byte; a union with it is the other side as stored.
+    let got = agg_merge(
+        DataType::bytes(),
+        "rbm64",
+        &[],
+        Val::Bytes(vec![0]),
+        Val::Bytes(bitmap(&[7])),
+    );
+    assert_eq!(got, Val::Bytes(bitmap(&[7])));
     let t = schema(
         vec![
             col("id", DataType::int()),
@@ -970,13 +1018,12 @@ fn rbm32_unions_bitmaps_and_rbm64_is_refused_for_now() {
         &[I32(1), Val::Bytes(vec![1])],
     );
     assert_eq!((outcome, row), (Update, vec![I32(1), Val::Bytes(vec![1])]));
+    // Bytes that are no Roaring64Bitmap fail the merge, as Fluss's do.
     let stored = [I32(1), Val::Bytes(vec![1])];
     let old = datums(&stored);
     let err = m
         .upsert(Some(&old), &old, &mut Collect::default())
         .unwrap_err();
-    assert!(matches!(
-        err,
-        MergeError::AggregatorRefused { column: 1, .. }
-    ));
+    assert!(matches!(err, MergeError::Bitmap { column: 1, .. }), "{err}");
+    assert_eq!(ApiError::from(err).code(), ErrorCode::UnknownServerError);
 }

@@ -34,14 +34,15 @@ const NO_OFFSET_THRESHOLD: usize = 4;
 /// Largest cardinality an array container holds (Java's `DEFAULT_MAX_SIZE`).
 const ARRAY_MAX: u32 = 4096;
 /// Bytes of a bitmap container.
-const BITMAP_BYTES: usize = 8192;
+pub(super) const BITMAP_BYTES: usize = 8192;
 /// 64-bit words of a bitmap container.
-const BITMAP_WORDS: usize = 1024;
+pub(super) const BITMAP_WORDS: usize = 1024;
 /// At most 2^16 containers: one per 16-bit high key.
 const CONTAINERS_MAX: usize = 1 << 16;
 
+/// A container's kind: how its values are laid out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
+pub(super) enum Kind {
     Array,
     Bitmap,
     Run,
@@ -49,10 +50,10 @@ enum Kind {
 
 /// One container of a serialized input: its key, kind and payload bytes.
 #[derive(Clone, Debug)]
-struct ContainerRef {
-    key: u16,
-    kind: Kind,
-    data: Range<usize>,
+pub(super) struct ContainerRef {
+    pub(super) key: u16,
+    pub(super) kind: Kind,
+    pub(super) data: Range<usize>,
 }
 
 /// One container of the result: its key, cardinality, chosen kind and
@@ -144,13 +145,13 @@ pub(crate) fn union32(
 
 /// Which of Java's `runOptimize` rules a result container follows.
 #[derive(Clone, Copy)]
-enum Rule {
+pub(super) enum Rule {
     One(Kind),
     Both(Kind, Kind),
 }
 
 impl Rule {
-    fn after_run_optimize(self, c: u32, r: u32) -> Kind {
+    pub(super) fn after_run_optimize(self, c: u32, r: u32) -> Kind {
         let kind_after_or = match self {
             Rule::One(kind) => kind,
             Rule::Both(Kind::Run, Kind::Bitmap) | Rule::Both(Kind::Bitmap, Kind::Run) => {
@@ -251,7 +252,7 @@ fn parse(bytes: &[u8], out: &mut Vec<ContainerRef>) -> Result<(), &'static str> 
 }
 
 /// ORs one container's values into `words`.
-fn add(bytes: &[u8], container: &ContainerRef, words: &mut [u64]) {
+pub(super) fn add(bytes: &[u8], container: &ContainerRef, words: &mut [u64]) {
     let data = &bytes[container.data.clone()];
     match container.kind {
         Kind::Array => {
@@ -296,7 +297,7 @@ fn set_range(words: &mut [u64], start: usize, end: usize) {
 }
 
 /// Cardinality and number of runs of a container's bits.
-fn count(words: &[u64]) -> (u32, u32) {
+pub(super) fn count(words: &[u64]) -> (u32, u32) {
     let mut cardinality = 0;
     let mut runs = 0;
     let mut carry = 0u64;
@@ -308,7 +309,9 @@ fn count(words: &[u64]) -> (u32, u32) {
     (cardinality, runs)
 }
 
-fn encode(words: &[u64], kind: Kind, runs: u32, payload: &mut Vec<u8>) {
+/// Appends a container's payload in `kind`'s layout (the same in the
+/// 32-bit format and in `Roaring64Bitmap`'s containers).
+pub(super) fn encode(words: &[u64], kind: Kind, runs: u32, payload: &mut Vec<u8>) {
     match kind {
         Kind::Array => {
             for (index, &word) in words.iter().enumerate() {

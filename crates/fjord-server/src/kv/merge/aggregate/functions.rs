@@ -19,6 +19,7 @@ use fjord_format::datum::Datum;
 use fjord_format::TypeKind;
 
 use super::bitmap::{union32, BitmapScratch};
+use super::bitmap64::{union64, Bitmap64Scratch};
 use crate::kv::merge::MergeError;
 
 /// The aggregation functions Fluss knows (`AggFunctionType`).
@@ -336,13 +337,15 @@ impl FieldAgg {
                 Datum::Binary(bytes.as_slice())
             }
             FieldAgg::Rbm64 => {
-                return Err(MergeError::AggregatorRefused {
-                    column,
-                    message: "rbm64 is not implemented yet: merging two Roaring64Bitmap values \
-                              needs Java's Roaring64Bitmap (ART) serialization, which Fjord \
-                              does not write yet"
-                        .to_string(),
-                });
+                let (Datum::Binary(a), Datum::Binary(b)) = (acc, input) else {
+                    return Err(mismatch());
+                };
+                let AggScratch {
+                    bytes, bitmap64, ..
+                } = scratch;
+                union64(a, b, bitmap64, bytes)
+                    .map_err(|reason| MergeError::Bitmap { column, reason })?;
+                Datum::Binary(bytes.as_slice())
             }
             FieldAgg::LastValue
             | FieldAgg::LastValueIgnoreNulls
@@ -376,6 +379,7 @@ pub(crate) struct AggScratch {
     text: String,
     bytes: Vec<u8>,
     bitmap: BitmapScratch,
+    bitmap64: Bitmap64Scratch,
 }
 
 fn sum<'a>(numeric: Numeric, a: Datum<'a>, b: Datum<'a>) -> Option<Datum<'a>> {
