@@ -11,6 +11,11 @@
 //!   nanoseconds within that millisecond ([`Timestamp`]); TIMESTAMP has no
 //!   zone (a wall-clock reading), TIMESTAMP_LTZ is an instant.
 //! - CHAR and STRING are UTF-8 text; BYTES and BINARY(n) are raw bytes.
+//! - ARRAY, MAP and ROW are their Fluss binary forms, as a COMPACTED row
+//!   embeds them (`BinaryArray`, `BinaryMap`, a nested COMPACTED row):
+//!   kept as bytes so a datum stays borrowed and `Copy`, and a stored value
+//!   goes back out byte for byte. [`crate::row::nested`] reads and builds
+//!   them.
 
 use std::fmt;
 
@@ -114,6 +119,14 @@ pub enum Datum<'a> {
     Timestamp(Timestamp),
     /// TIMESTAMP_LTZ(p): an instant.
     TimestampLtz(Timestamp),
+    /// ARRAY<T>: the bytes of a Fluss `BinaryArray` (see
+    /// [`crate::row::nested`]).
+    Array(&'a [u8]),
+    /// MAP<K, V>: the bytes of a Fluss `BinaryMap` (key array size, key
+    /// array, value array).
+    Map(&'a [u8]),
+    /// ROW<..>: the bytes of the nested COMPACTED row.
+    Row(&'a [u8]),
 }
 
 impl<'a> Datum<'a> {
@@ -140,6 +153,9 @@ impl<'a> Datum<'a> {
             Datum::Time(_) => "TIME",
             Datum::Timestamp(_) => "TIMESTAMP",
             Datum::TimestampLtz(_) => "TIMESTAMP_LTZ",
+            Datum::Array(_) => "ARRAY",
+            Datum::Map(_) => "MAP",
+            Datum::Row(_) => "ROW",
         }
     }
 
@@ -207,6 +223,9 @@ impl fmt::Display for Datum<'_> {
             Datum::Timestamp(t) | Datum::TimestampLtz(t) => {
                 write!(f, "{} ms + {} ns", t.millis, t.nanos_of_milli)
             }
+            Datum::Array(v) => write!(f, "ARRAY of {} bytes", v.len()),
+            Datum::Map(v) => write!(f, "MAP of {} bytes", v.len()),
+            Datum::Row(v) => write!(f, "ROW of {} bytes", v.len()),
         }
     }
 }

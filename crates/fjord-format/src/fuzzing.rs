@@ -13,7 +13,9 @@
 //!
 //! ```text
 //! input := arity_byte (column_byte param_byte) x (arity_byte % 9) rest
-//! column_byte: low 4 bits pick the type (see `column_type`), bit 4 = NOT NULL
+//! column_byte: low 4 bits pick the type (see `column_type`), bit 4 = NOT NULL;
+//!              for `compacted_row_decode` only, bits 5-6 wrap it: 1 = ARRAY<T>,
+//!              2 = ROW<T>, 3 = MAP<INT NOT NULL, T> (`nest`)
 //! param_byte:  CHAR/BINARY length 1 + p % 8; DECIMAL precision 1 + p % 38;
 //!              TIME/TIMESTAMP precision p % 10
 //! rest:        the row (or key) bytes to decode
@@ -86,10 +88,29 @@ pub fn derive_row_type(data: &[u8]) -> (Vec<DataType>, &[u8]) {
     (row_type, rest)
 }
 
+/// `t` wrapped as bits 5-6 of its column byte say: COMPACTED rows hold
+/// nested values, keys and INDEXED rows do not, so only that target nests.
+fn nest(t: DataType, selector: u8) -> DataType {
+    use crate::types::DataField;
+    match (selector >> 5) & 0b11 {
+        1 => DataType::array(t),
+        2 => DataType::row(vec![DataField::new("f", t)]),
+        3 => DataType::map(DataType::int().not_null(), t),
+        _ => t,
+    }
+}
+
 /// Decodes `rest` of the input as one row of the derived type in `format`.
 fn row_decode(data: &[u8], format: RowFormat) {
-    let (row_type, bytes) = derive_row_type(data);
-    let codec = RowCodec::new(format, &row_type).expect("derived types are flat");
+    let (mut row_type, bytes) = derive_row_type(data);
+    if format == RowFormat::Compacted {
+        // The column bytes again, for their nesting bits.
+        let selectors = data.get(1..).unwrap_or_default().iter().step_by(2);
+        for (t, selector) in row_type.iter_mut().zip(selectors) {
+            *t = nest(t.clone(), *selector);
+        }
+    }
+    let codec = RowCodec::new(format, &row_type).expect("derived types have a codec");
     let mut datums = Vec::new();
     let decoded = codec.decode(bytes, &mut datums);
     assert_eq!(

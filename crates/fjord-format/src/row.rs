@@ -22,12 +22,16 @@
 //! field. So `encode(decode(bytes)) == bytes` for every accepted input,
 //! which the fuzz targets assert.
 //!
-//! Nested types (ARRAY, MAP, ROW) are refused when a codec is built: Fjord
-//! does not support them in primary-key tables yet.
+//! Nested types (ARRAY, MAP, ROW) are value columns of COMPACTED rows
+//! ([`nested`]: their bytes are carried as [`Datum::Array`], [`Datum::Map`],
+//! [`Datum::Row`] and checked all the way down when a row is decoded). Key
+//! columns cannot be nested, as in Fluss, and INDEXED rows refuse them
+//! (Fluss has them there; Fjord does not yet).
 
 pub mod compacted;
 pub mod indexed;
 pub mod key;
+pub mod nested;
 
 use std::fmt;
 use std::ops::Range;
@@ -57,9 +61,9 @@ pub const VAR_LENGTH_MAX: usize = i32::MAX as usize;
 
 /// How one column's values are laid out, decided once from its Fluss type.
 ///
-/// Guarantees: every variant has an encoding in both row formats and in the
-/// key format; nested types have no variant ([`ColumnKind::of`] refuses
-/// them).
+/// Guarantees: every flat variant has an encoding in both row formats and
+/// in the key format; the nested ones (`Array`, `Map`, `Row`) only in
+/// COMPACTED rows, and [`ColumnKind::of`] (what keys use) refuses them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ColumnKind {
     /// BOOLEAN.
@@ -109,9 +113,31 @@ pub enum ColumnKind {
         /// Fractional-second digits.
         precision: u8,
     },
+    /// ARRAY: a varint length and a `BinaryArray` in COMPACTED rows.
+    Array,
+    /// MAP: a varint length and a `BinaryMap` in COMPACTED rows.
+    Map,
+    /// ROW: a varint length and a nested COMPACTED row.
+    Row,
 }
 
 impl ColumnKind {
+    /// The kind of a row column of type `kind`, nested types included
+    /// (their element types are the row decoder's business).
+    pub fn of_value(kind: &TypeKind) -> Self {
+        match kind {
+            TypeKind::Array(_) => Self::Array,
+            TypeKind::Map { .. } => Self::Map,
+            TypeKind::Row(_) => Self::Row,
+            flat => Self::of(flat).expect("every flat type has a kind"),
+        }
+    }
+
+    /// Whether this is ARRAY, MAP or ROW.
+    pub const fn is_nested(&self) -> bool {
+        matches!(self, Self::Array | Self::Map | Self::Row)
+    }
+
     /// The kind of a column of type `kind`; `None` for ARRAY, MAP and ROW.
     pub fn of(kind: &TypeKind) -> Option<Self> {
         Some(match kind {
@@ -160,6 +186,9 @@ impl ColumnKind {
             Self::Time => "TIME",
             Self::Timestamp { .. } => "TIMESTAMP",
             Self::TimestampLtz { .. } => "TIMESTAMP_LTZ",
+            Self::Array => "ARRAY",
+            Self::Map => "MAP",
+            Self::Row => "ROW",
         }
     }
 }
@@ -199,17 +228,13 @@ impl FieldType {
     }
 }
 
-/// The field types of `row_type`, or the first column a row codec cannot
-/// handle.
-pub(crate) fn field_types(row_type: &[DataType]) -> Result<Box<[FieldType]>, RowError> {
+/// The field types of `row_type`, nested columns included.
+pub(crate) fn field_types(row_type: &[DataType]) -> Box<[FieldType]> {
     row_type
         .iter()
-        .enumerate()
-        .map(|(column, data_type)| {
-            FieldType::of(data_type).ok_or(RowError::UnsupportedType {
-                column,
-                type_root: data_type.type_root(),
-            })
+        .map(|data_type| FieldType {
+            kind: ColumnKind::of_value(data_type.kind()),
+            nullable: data_type.is_nullable(),
         })
         .collect()
 }
@@ -271,6 +296,18 @@ pub enum RowError {
         "column {column} has type {type_root}, which is not supported in primary-key rows yet"
     )]
     UnsupportedType {
+        /// Position of the column.
+        column: usize,
+        /// Its Fluss type root.
+        type_root: &'static str,
+    },
+    /// An INDEXED row type with a nested column: Fjord reads and writes
+    /// nested values in COMPACTED rows only.
+    #[error(
+        "column {column} has type {type_root}, which Fjord supports in COMPACTED rows only \
+         (table.kv.format = INDEXED)"
+    )]
+    NestedInIndexed {
         /// Position of the column.
         column: usize,
         /// Its Fluss type root.
@@ -560,7 +597,8 @@ impl FromStr for RowFormat {
 /// Decoder, validator and encoder of one row type in one row format: what
 /// the server builds once per (table schema, `table.kv.format`).
 ///
-/// Guarantees: built only for row types without nested columns; `decode`
+/// Guarantees: built only for row types it can read (nested columns only
+/// in COMPACTED); `decode`
 /// and `validate` accept the same bytes; `encode` output is accepted by
 /// both and decodes to the datums given (up to the precision the format
 /// keeps: TIMESTAMP(p <= 3) drops nanoseconds; INDEXED CHAR/BINARY drop
@@ -577,7 +615,8 @@ enum Inner {
 }
 
 impl RowCodec {
-    /// The codec of rows of `row_type` in `format`. Fails for a nested column.
+    /// The codec of rows of `row_type` in `format`. Fails for a nested
+    /// column in INDEXED.
     pub fn new(format: RowFormat, row_type: &[DataType]) -> Result<Self, RowError> {
         let inner = match format {
             RowFormat::Compacted => Inner::Compacted(CompactedRowDecoder::new(row_type)?),
@@ -643,7 +682,8 @@ impl RowCodec {
             });
         }
         match &self.inner {
-            Inner::Compacted(_) => {
+            Inner::Compacted(decoder) => {
+                decoder.check_nested_datums(row)?;
                 let mut writer = CompactedRowWriter::new(out, fields.len());
                 for (field, datum) in fields.iter().zip(row) {
                     writer.write_datum(*field, datum)?;
@@ -663,3 +703,6 @@ impl RowCodec {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod nested_tests;

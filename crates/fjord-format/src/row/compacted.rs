@@ -20,7 +20,8 @@
 //!                           two's complement (Java's BigInteger.toByteArray)
 //!   TIMESTAMP[_LTZ](p <= 3) varint of epoch milliseconds (64-bit)
 //!   TIMESTAMP[_LTZ](p > 3)  varint millis, then varint nanos of the millisecond
-//!   ARRAY, MAP, ROW         varint length, nested binary (not supported here)
+//!   ARRAY, MAP, ROW         varint length, then a BinaryArray, a BinaryMap or a
+//!                           nested COMPACTED row (see `nested`)
 //! varint := unsigned LEB128 (see the crate's varint rules: canonical only)
 //! ```
 //!
@@ -48,6 +49,7 @@ use crate::datum::{Datum, Timestamp};
 use crate::types::DataType;
 use crate::varint::{self, VarintFault};
 
+use super::nested::NestedField;
 use super::{
     check_null_padding, decimal_fits, field_types, is_null_bit_set, null_bits_bytes, reason,
     ColumnKind, Fault, FaultKind, FieldType, RowError, ValueRefusal, DECIMAL_COMPACT_PRECISION_MAX,
@@ -104,6 +106,11 @@ pub fn write_value(
             K::TimestampLtz { precision } => put_timestamp(out, t, precision),
             _ => return Err(ValueRefusal::Mismatch),
         },
+        // The bytes are checked against the element types by the row
+        // codecs (`CompactedRowDecoder::encode`), which know them.
+        Datum::Array(v) if matches!(kind, K::Array) => put_var_bytes(out, v)?,
+        Datum::Map(v) if matches!(kind, K::Map) => put_var_bytes(out, v)?,
+        Datum::Row(v) if matches!(kind, K::Row) => put_var_bytes(out, v)?,
         _ => return Err(ValueRefusal::Mismatch),
     }
     Ok(())
@@ -172,6 +179,18 @@ pub(crate) fn unscaled_from_be_bytes(bytes: &[u8]) -> Result<i128, &'static str>
     };
     wide[16 - bytes.len()..].copy_from_slice(bytes);
     Ok(i128::from_be_bytes(wide))
+}
+
+/// The error for a nested column whose element types cannot be read
+/// (an element type with no layout), naming the column.
+fn nested_type_error(error: RowError, column: usize, data_type: &DataType) -> RowError {
+    match error {
+        RowError::UnsupportedType { .. } => RowError::UnsupportedType {
+            column,
+            type_root: data_type.type_root(),
+        },
+        other => other,
+    }
 }
 
 /// Millis, then nanos of the millisecond when p > 3 (`writeTimestampNtz`).
@@ -327,6 +346,9 @@ pub(crate) fn read_value<'a>(
         K::TimestampLtz { precision } => {
             Datum::TimestampLtz(read_timestamp(bytes, pos, precision)?)
         }
+        K::Array => Datum::Array(read_var_bytes(bytes, pos)?),
+        K::Map => Datum::Map(read_var_bytes(bytes, pos)?),
+        K::Row => Datum::Row(read_var_bytes(bytes, pos)?),
     })
 }
 
@@ -502,25 +524,82 @@ impl<'b> CompactedRowWriter<'b> {
 /// Decodes and validates COMPACTED rows of one row type: built once per
 /// schema, used per record.
 ///
-/// Guarantees: built only for row types without nested columns; `decode`
-/// and `validate` accept exactly the rows [`CompactedRowWriter`] (and
-/// Fluss's writers) produce for that type.
+/// Guarantees: `decode` and `validate` accept exactly the rows
+/// [`CompactedRowWriter`] (and Fluss's writers) produce for that type,
+/// nested values checked all the way down ([`NestedField::check`]).
 #[derive(Clone, Debug)]
 pub struct CompactedRowDecoder {
     fields: Box<[FieldType]>,
+    /// Per column, the nested type of an ARRAY, MAP or ROW column; empty
+    /// when the row type has none, so flat rows never look at it.
+    nested: Box<[Option<NestedField>]>,
     header_size: usize,
 }
 
 impl CompactedRowDecoder {
-    /// The decoder of rows of `row_type`; fails for a nested column
-    /// ("not supported in primary-key rows yet").
+    /// The decoder of rows of `row_type`, nested columns included.
     pub fn new(row_type: &[DataType]) -> Result<Self, RowError> {
-        let fields = field_types(row_type)?;
+        let fields = field_types(row_type);
+        let nested = if fields.iter().any(|f| f.kind.is_nested()) {
+            row_type
+                .iter()
+                .enumerate()
+                .map(|(column, t)| {
+                    if ColumnKind::of_value(t.kind()).is_nested() {
+                        NestedField::of(t)
+                            .map(Some)
+                            .map_err(|e| nested_type_error(e, column, t))
+                    } else {
+                        Ok(None)
+                    }
+                })
+                .collect::<Result<_, _>>()?
+        } else {
+            Box::default()
+        };
         let header_size = null_bits_bytes(fields.len());
         Ok(Self {
             fields,
+            nested,
             header_size,
         })
+    }
+
+    /// The nested type of column `column`, if it is ARRAY, MAP or ROW.
+    pub fn nested_field(&self, column: usize) -> Option<&NestedField> {
+        self.nested.get(column).and_then(Option::as_ref)
+    }
+
+    /// Checks a nested datum of `column` all the way down.
+    #[cold]
+    fn check_nested(
+        &self,
+        column: usize,
+        datum: &Datum<'_>,
+        offset: usize,
+    ) -> Result<(), RowError> {
+        match self.nested_field(column) {
+            Some(field) => field.check(datum).map_err(|reason| RowError::InvalidValue {
+                column,
+                offset,
+                reason,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks the nested datums of `row` (one per column), for encoders
+    /// that copy nested bytes as they are.
+    pub fn check_nested_datums(&self, row: &[Datum<'_>]) -> Result<(), RowError> {
+        if self.nested.is_empty() {
+            return Ok(());
+        }
+        for (column, datum) in row.iter().enumerate() {
+            if !datum.is_null() {
+                self.check_nested(column, datum, 0)?;
+            }
+        }
+        Ok(())
     }
 
     /// The row type's columns.
@@ -567,8 +646,12 @@ impl CompactedRowDecoder {
                 each(Datum::Null);
                 continue;
             }
+            let start = pos;
             let datum =
                 read_value(field.kind, bytes, &mut pos).map_err(|f| f.at(column, bytes.len()))?;
+            if field.kind.is_nested() {
+                self.check_nested(column, &datum, start)?;
+            }
             each(datum);
         }
         if pos != bytes.len() {

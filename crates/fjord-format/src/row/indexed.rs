@@ -18,7 +18,7 @@
 //!   DECIMAL(p > 18)         minimal big-endian two's complement     (variable)
 //!   TIMESTAMP[_LTZ](p <= 3) 8 bytes: epoch millis
 //!   TIMESTAMP[_LTZ](p > 3)  8 bytes millis, then 4 bytes nanos of the millisecond
-//!   ARRAY, MAP, ROW         nested binary                           (variable; not supported here)
+//!   ARRAY, MAP, ROW         nested binary                           (variable; Fluss has them, Fjord refuses them here)
 //! ```
 //!
 //! Facts from Fluss's `row/indexed/IndexedRowWriter.java` (the writer:
@@ -67,6 +67,8 @@ pub const fn fixed_width(kind: ColumnKind) -> Option<usize> {
         }
         K::Char { length } | K::Binary { length } => length as usize,
         K::String | K::Bytes | K::Decimal { .. } => return None,
+        // Variable in Fluss's INDEXED rows; the decoder refuses them.
+        K::Array | K::Map | K::Row => return None,
     })
 }
 
@@ -85,9 +87,16 @@ pub struct IndexedRowDecoder {
 
 impl IndexedRowDecoder {
     /// The decoder of rows of `row_type`; fails for a nested column
-    /// ("not supported in primary-key rows yet").
+    /// ([`RowError::NestedInIndexed`]: Fjord has nested values in COMPACTED
+    /// rows only).
     pub fn new(row_type: &[DataType]) -> Result<Self, RowError> {
-        let fields = field_types(row_type)?;
+        let fields = field_types(row_type);
+        if let Some(column) = fields.iter().position(|f| f.kind.is_nested()) {
+            return Err(RowError::NestedInIndexed {
+                column,
+                type_root: row_type[column].type_root(),
+            });
+        }
         let null_bytes = null_bits_bytes(fields.len());
         let variable = fields
             .iter()
@@ -255,6 +264,13 @@ fn read_value(kind: ColumnKind, value: &[u8], offset: usize) -> Result<Datum<'_>
         K::Timestamp { precision } => Datum::Timestamp(read_timestamp(value, precision, offset)?),
         K::TimestampLtz { precision } => {
             Datum::TimestampLtz(read_timestamp(value, precision, offset)?)
+        }
+        // Never built for such a row type (`IndexedRowDecoder::new`).
+        K::Array | K::Map | K::Row => {
+            return Err(Fault::new(
+                offset,
+                FaultKind::Invalid("nested values in INDEXED rows are not supported"),
+            ))
         }
     })
 }
