@@ -60,21 +60,25 @@ enum Op {
     F32ToF64(u16),
     F64(u16),
     /// A compact decimal: the unscaled value times `mul` (10^(sink scale -
-    /// source scale)).
+    /// source scale)), below `bound` (10^sink precision) in magnitude.
     DecimalCompact {
         src: u16,
         mul: i128,
+        bound: i128,
     },
-    /// A digits decimal (precision 19..=38 sink): parsed, times `mul`.
+    /// A digits decimal (precision 19..=38 sink): parsed, times `mul`,
+    /// below `bound` (10^sink precision) in magnitude.
     DecimalDigits {
         src: u16,
         mul: i128,
+        bound: i128,
     },
     /// A decimal into STRING (source precision above 38): formatted with
-    /// the source scale.
+    /// the source scale; at most `digits_max` (the source precision) digits.
     DecimalText {
         src: u16,
         scale: u8,
+        digits_max: u8,
     },
     Text(u16),
     Bytes(u16),
@@ -220,14 +224,21 @@ fn op_for(src: u16, from: DataType, to: &FlussType) -> Result<Op, String> {
                 return refuse();
             }
             let mul = pow10(scale - fs).ok_or_else(|| "decimal scale too large".to_string())?;
+            let bound =
+                pow10(*precision).ok_or_else(|| "decimal precision too large".to_string())?;
             if kind == SlotKind::DecimalCompact {
-                Op::DecimalCompact { src, mul }
+                Op::DecimalCompact { src, mul, bound }
             } else {
-                Op::DecimalDigits { src, mul }
+                Op::DecimalDigits { src, mul, bound }
             }
         }
         (TypeKind::String, SlotKind::DecimalCompact | SlotKind::DecimalDigits) => match from {
-            DataType::Decimal { scale, .. } => Op::DecimalText { src, scale },
+            DataType::Decimal { precision, scale } => Op::DecimalText {
+                src,
+                scale,
+                // Never more than the text buffer holds.
+                digits_max: precision.min((DECIMAL_TEXT_BYTES_MAX - 4) as u8),
+            },
             _ => return refuse(),
         },
         (TypeKind::String | TypeKind::Char { .. }, SlotKind::Text) => Op::Text(src),
@@ -315,35 +326,28 @@ impl RowPlan {
                 op => key_src.push(op_src(op)),
             }
         }
-        let needs_check = ops.iter().any(|op| {
-            matches!(
-                op,
-                Op::Int { checked: true, .. }
-                    | Op::Time { .. }
-                    | Op::DecimalDigits { .. }
-                    | Op::IntToDecimal { .. }
-            ) || matches!(op, Op::DecimalCompact { mul, .. } if *mul != 1)
-        });
         // Every op `convert` can refuse; the others always convert, so
-        // checking only these is checking the whole row.
-        let checked: Box<[u16]> = if needs_check {
-            ops.iter()
-                .enumerate()
-                .filter(|(_, op)| {
-                    matches!(
-                        op,
-                        Op::Int { checked: true, .. }
-                            | Op::Time { .. }
-                            | Op::DecimalCompact { .. }
-                            | Op::DecimalDigits { .. }
-                            | Op::IntToDecimal { .. }
-                    )
-                })
-                .map(|(pos, _)| pos as u16)
-                .collect()
-        } else {
-            Box::default()
-        };
+        // checking only these is checking the whole row. A decimal is
+        // checked even at the same precision and scale: a source row whose
+        // value exceeds its declared precision (a Debezium JSON message,
+        // say) must be refused, not written as a value the column cannot
+        // hold.
+        let checked: Box<[u16]> = ops
+            .iter()
+            .enumerate()
+            .filter(|(_, op)| {
+                matches!(
+                    op,
+                    Op::Int { checked: true, .. }
+                        | Op::Time { .. }
+                        | Op::DecimalCompact { .. }
+                        | Op::DecimalDigits { .. }
+                        | Op::DecimalText { .. }
+                        | Op::IntToDecimal { .. }
+                )
+            })
+            .map(|(pos, _)| pos as u16)
+            .collect();
         Ok(RowPlan {
             ops: ops.into_boxed_slice(),
             checked,
@@ -362,8 +366,9 @@ impl RowPlan {
     }
 
     /// Checks the values that can fail conversion (narrowed integers, TIME
-    /// beyond Fluss's range, decimals beyond 38 digits); `Ok` at once for a
-    /// plan that has none. Builds its message only on failure.
+    /// beyond Fluss's range, decimals beyond their column's precision);
+    /// `Ok` at once for a plan that has none. Builds its message only on
+    /// failure.
     #[inline]
     pub fn check(&self, row: &RowRef<'_>) -> Result<(), String> {
         if self.checked.is_empty() {
@@ -454,6 +459,16 @@ fn parse_digits(text: &[u8]) -> Option<i128> {
     Some(if negative { -value } else { value })
 }
 
+/// Why an unscaled decimal (`digits`, as the source holds it) does not fit
+/// a sink column whose magnitudes stay below `bound` (10^precision).
+#[cold]
+fn decimal_refused(digits: &str, bound: i128) -> String {
+    format!(
+        "decimal with unscaled value {digits} does not fit the sink column's precision {} (scaled to the sink column's scale)",
+        bound.unsigned_abs().ilog10()
+    )
+}
+
 /// The sink value of one op, or why it does not fit. `DecimalText` is
 /// handled by the callers (it needs a buffer); here it reads as NULL.
 #[inline(always)]
@@ -503,29 +518,32 @@ fn convert<'a>(op: Op, row: &RowRef<'a>) -> Result<Datum<'a>, String> {
         Op::F32(_) => Datum::Float(row.get_f32(src)),
         Op::F32ToF64(_) => Datum::Double(f64::from(row.get_f32(src))),
         Op::F64(_) => Datum::Double(row.get_f64(src)),
-        Op::DecimalCompact { mul, .. } => {
+        Op::DecimalCompact { mul, bound, .. } | Op::DecimalDigits { mul, bound, .. } => {
             let v = match row.get_decimal(src) {
                 DecimalRef::Unscaled(v) => i128::from(v),
                 DecimalRef::Digits(d) => {
-                    parse_digits(d.as_bytes()).ok_or("unreadable decimal digits")?
+                    parse_digits(d.as_bytes()).ok_or_else(|| decimal_refused(d, bound))?
                 }
             };
-            if mul == 1 {
-                Datum::Decimal(v)
-            } else {
-                Datum::Decimal(v.checked_mul(mul).ok_or("decimal overflow")?)
+            match v.checked_mul(mul) {
+                Some(scaled) if scaled.unsigned_abs() < bound.unsigned_abs() => {
+                    Datum::Decimal(scaled)
+                }
+                _ => return Err(decimal_refused(&v.to_string(), bound)),
             }
         }
-        Op::DecimalDigits { mul, .. } => {
-            let v = match row.get_decimal(src) {
-                DecimalRef::Unscaled(v) => i128::from(v),
-                DecimalRef::Digits(d) => parse_digits(d.as_bytes()).ok_or_else(|| {
-                    format!("decimal {d:?} has more than {FLUSS_DECIMAL_PRECISION_MAX} digits")
-                })?,
-            };
-            Datum::Decimal(v.checked_mul(mul).ok_or("decimal overflow")?)
+        Op::DecimalText { digits_max, .. } => {
+            if let DecimalRef::Digits(d) = row.get_decimal(src) {
+                let digits = d.strip_prefix('-').unwrap_or(d);
+                if digits.len() > usize::from(digits_max) {
+                    return Err(format!(
+                        "decimal of {} digits (unscaled {d}) is wider than its column's precision {digits_max}",
+                        digits.len()
+                    ));
+                }
+            }
+            Datum::Null
         }
-        Op::DecimalText { .. } => Datum::Null,
         Op::Text(_) => {
             // Written by the source through `set_str`: valid UTF-8.
             Datum::String(row.get_str(src))
@@ -641,7 +659,7 @@ impl InternalRow for CdcRow<'_> {
     fn write_fields(&self, fields: &mut FieldWriter<'_>) {
         for &op in self.plan.ops.iter() {
             match op {
-                Op::DecimalText { src, scale } => {
+                Op::DecimalText { src, scale, .. } => {
                     let src = usize::from(src);
                     if self.row.is_null(src) {
                         fields.null();
@@ -693,7 +711,7 @@ pub fn hash_cdc_row(row: &CdcRow<'_>, hasher: &mut impl std::hash::Hasher) {
     let mut h = RowHasher::new(hasher);
     for &op in row.plan.ops.iter() {
         match op {
-            Op::DecimalText { src, scale } => {
+            Op::DecimalText { src, scale, .. } => {
                 let src = usize::from(src);
                 if row.row.is_null(src) {
                     h.push(&Datum::Null);
@@ -766,12 +784,6 @@ pub fn hash_datum(d: &Datum<'_>, h: &mut impl std::hash::Hasher) {
             h.write_u8(9);
             h.write_i64(t.millis());
             h.write_i32(t.nanos_of_milli());
-        }
-        // Nested values are their Fluss binary bytes: equal bytes, equal value.
-        Datum::Array(v) | Datum::Map(v) | Datum::Row(v) => {
-            h.write_u8(10);
-            h.write_usize(v.len());
-            h.write(v);
         }
     }
 }
@@ -926,6 +938,79 @@ mod tests {
         ];
         let err = RowPlan::new(&s, &text, &["id".to_string()], &[]).unwrap_err();
         assert!(err.0.contains("BIGINT"), "{}", err.0);
+    }
+
+    /// A decimal whose value exceeds its declared precision (a source row
+    /// the source did not check) is refused by the plan's check with its
+    /// value, at the same precision and scale too, never written as NULL
+    /// or as a value its column cannot hold.
+    #[test]
+    fn decimals_beyond_the_sink_precision_are_refused_per_row() {
+        let dec = |precision, scale| DataType::Decimal { precision, scale };
+        let s = schema(
+            vec![
+                Column::new("id", DataType::Int, false),
+                Column::new("c5", dec(5, 2), true),
+                Column::new("w20", dec(20, 2), true),
+                Column::new("t65", dec(65, 2), true),
+                Column::new("c5w", dec(5, 2), true),
+            ],
+            &["id"],
+        );
+        let sink = vec![
+            ("id".to_string(), FlussType::int().not_null()),
+            // Same precision and scale: no scaling, yet checked.
+            ("c5".to_string(), FlussType::decimal(5, 2).unwrap()),
+            ("w20".to_string(), FlussType::decimal(20, 2).unwrap()),
+            ("t65".to_string(), FlussType::string()),
+            // Wider scale: scaled by 100, two more digits of room.
+            ("c5w".to_string(), FlussType::decimal(7, 4).unwrap()),
+        ];
+        let plan = RowPlan::new(&s, &sink, &["id".to_string()], &[]).unwrap();
+        let check = |c5: i64, w20: &[u8], t65: &[u8], c5w: i64| {
+            let mut batch = EventBatch::default();
+            let slot = batch.table_slot(&s);
+            let mut w = batch.row_writer(slot);
+            w.set_i64(0, 1);
+            w.set_decimal_unscaled(1, c5);
+            w.set_decimal_digits(2, false, w20);
+            w.set_decimal_digits(3, true, t65);
+            w.set_decimal_unscaled(4, c5w);
+            let h = w.finish().unwrap();
+            batch.push_insert(slot, h);
+            let crate::event::Event::Change(c) = batch.events().next().unwrap() else {
+                panic!()
+            };
+            let row = c.after.unwrap();
+            plan.check(&row).map(|()| datums(&plan, row))
+        };
+        let twenty = [b'9'; 20];
+        let sixty_five = [b'9'; 65];
+        let fits = check(-99_999, &twenty, &sixty_five, 99_999).unwrap();
+        assert_eq!(fits[1], "Decimal(-99999)");
+        assert_eq!(fits[2], format!("Decimal({})", "9".repeat(20)));
+        assert_eq!(fits[4], "Decimal(9999900)");
+
+        let err = check(100_000, &twenty, &sixty_five, 1).unwrap_err();
+        assert!(
+            err.contains("100000") && err.contains("precision 5"),
+            "{err}"
+        );
+        let err = check(1, &[b'1'; 21], &sixty_five, 1).unwrap_err();
+        assert!(
+            err.contains(&"1".repeat(21)) && err.contains("precision 20"),
+            "{err}"
+        );
+        let err = check(1, &twenty, &[b'9'; 66], 1).unwrap_err();
+        assert!(err.contains("66 digits"), "{err}");
+        let err = check(1, &twenty, &sixty_five, -100_000).unwrap_err();
+        assert!(
+            err.contains("-100000") && err.contains("precision 7"),
+            "{err}"
+        );
+        // Past i128: refused with its digits, not as unreadable.
+        let err = check(1, &[b'9'; 40], &sixty_five, 1).unwrap_err();
+        assert!(err.contains(&"9".repeat(40)), "{err}");
     }
 
     #[test]
