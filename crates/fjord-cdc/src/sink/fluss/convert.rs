@@ -785,6 +785,12 @@ pub fn hash_datum(d: &Datum<'_>, h: &mut impl std::hash::Hasher) {
             h.write_i64(t.millis());
             h.write_i32(t.nanos_of_milli());
         }
+        // Nested values are their Fluss binary bytes: equal bytes, equal value.
+        Datum::Array(v) | Datum::Map(v) | Datum::Row(v) => {
+            h.write_u8(10);
+            h.write_usize(v.len());
+            h.write(v);
+        }
     }
 }
 
