@@ -13,8 +13,11 @@
 //! source through the free channel.
 //!
 //! Commits: a position is committed (with the sink's state) only after the
-//! sink's [`Sink::flush`] acknowledged every write up to it. A batch the
-//! sink failed on leaves nothing committed past the last complete commit.
+//! sink's [`Sink::flush`] acknowledged every write up to it, and only as of
+//! the batch that first carried it: events in later batches with the same
+//! position are replayed by a resume from it, so committing the position
+//! with a state taken after them would be wrong. A batch the sink failed
+//! on leaves nothing committed past the last complete commit.
 //! When the sink reports its service unavailable ([`SinkError::Unavailable`])
 //! and a state dir is set, [`run`] waits and starts source and sink again
 //! from the last commit, as a restarted process would.
@@ -185,18 +188,71 @@ fn sleep_unless_stopped(wait: Duration, stop: &StopFlag) -> bool {
     !stop.is_raised()
 }
 
+/// How long a run waits for a sink whose service is unavailable.
+struct UnavailableBudget {
+    /// Resumptions in a row without a new commit before the run fails.
+    retries: u32,
+    /// The option that sets `retries`, for messages.
+    option: &'static str,
+    /// The service, for messages (the `fluss` sink's bootstrap servers).
+    service: String,
+}
+
+impl UnavailableBudget {
+    fn of(def: &PipelineDef) -> UnavailableBudget {
+        match &def.sink {
+            SinkDef::Fluss(options) => UnavailableBudget {
+                retries: options.server_retries(),
+                option: "properties.client.writer.retries",
+                service: format!(
+                    "the Fjord server at {}",
+                    options.bootstrap_servers.join(",")
+                ),
+            },
+            // Only the fluss sink has a service that can go away.
+            SinkDef::Print | SinkDef::Values { .. } => UnavailableBudget {
+                retries: 0,
+                option: "",
+                service: "the sink's service".to_string(),
+            },
+        }
+    }
+
+    /// The error that ends the run after `retries` resumptions failed;
+    /// `last` is the last attempt's error.
+    #[cold]
+    fn exhausted(&self, last: SinkError) -> PipelineError {
+        let SinkError::Unavailable { sink, message } = last else {
+            return PipelineError::Sink(last);
+        };
+        PipelineError::Sink(SinkError::Failed {
+            sink,
+            message: format!(
+                "{} is unavailable: gave up after {} resumptions without progress ({}: {}); last error: {message}",
+                self.service, self.retries, self.option, self.retries
+            ),
+        })
+    }
+}
+
 /// Runs a pipeline definition to its end (source end, `until_current`, or
 /// stop). With a state dir, a sink whose service is unavailable makes the
 /// run wait and start again from the last commit (source and sink opened
-/// anew), until it comes back or the run is stopped.
+/// anew), each attempt logged, until it comes back, the run is stopped, or
+/// the sink's retry budget (`properties.client.writer.retries` for the
+/// `fluss` sink) is spent by attempts in a row that committed nothing new;
+/// then the run fails with an error naming the service and the last cause.
 pub fn run(def: PipelineDef, options: RunOptions) -> Result<RunSummary, PipelineError> {
     let store = match &def.pipeline.state_dir {
         Some(dir) => Some(Arc::new(OffsetStore::open(dir, source_type(&def.source))?)),
         None => None,
     };
+    let budget = UnavailableBudget::of(&def);
     let mut first_resume = None;
     let mut backoff = UNAVAILABLE_BACKOFF_MIN;
     let mut resumptions = 0u32;
+    // Failed attempts since the last one that committed a new position.
+    let mut failures_in_a_row = 0u32;
     let started = Instant::now();
     let cpu_started = process_cpu_time();
     loop {
@@ -237,10 +293,26 @@ pub fn run(def: PipelineDef, options: RunOptions) -> Result<RunSummary, Pipeline
         })();
         match attempt {
             Err(PipelineError::Sink(e)) if e.is_unavailable() && store.is_some() => {
+                let now = match &store {
+                    Some(store) => store.load_committed()?.unwrap_or_default().position,
+                    None => None,
+                };
+                if now != committed.position {
+                    // The attempt got somewhere: a new outage, a new budget.
+                    failures_in_a_row = 0;
+                    backoff = UNAVAILABLE_BACKOFF_MIN;
+                }
+                failures_in_a_row += 1;
+                if failures_in_a_row > budget.retries {
+                    return Err(budget.exhausted(e));
+                }
                 tracing::warn!(
                     error = %e,
                     wait = ?backoff,
-                    "the sink's server is unavailable; resuming from the last committed position when it is back"
+                    "{} is unavailable; resuming from the last committed position when it is back (retry {} of {})",
+                    budget.service,
+                    failures_in_a_row,
+                    budget.retries
                 );
                 if !sleep_unless_stopped(backoff, &options.stop) {
                     return Err(PipelineError::Sink(e));
@@ -362,9 +434,21 @@ pub fn drive(
                 }
                 events += batch.len() as u64;
                 batches += 1;
+                let wrote_events = !batch.is_empty();
                 if let Some(position) = batch.take_position() {
-                    confirmed = Some(position);
-                    uncommitted = true;
+                    if confirmed.as_ref() != Some(&position) {
+                        confirmed = Some(position);
+                        uncommitted = true;
+                    } else if wrote_events {
+                        // The source could not move its position past
+                        // these events (a snapshot table read whole): a
+                        // resume from it replays them, so the sink's state
+                        // may only be committed with it as of the batch
+                        // that first carried it (a log table's marks
+                        // taken later would hide these events from the
+                        // replay matcher, and they would be written twice).
+                        uncommitted = false;
+                    }
                 }
                 // The source may have quit already (error or end); then the
                 // batch is simply dropped.
@@ -555,6 +639,96 @@ mod tests {
         fn flush(&mut self) -> Result<(), SinkError> {
             Ok(())
         }
+    }
+
+    /// Emits `positions.len()` batches of one event each, the i-th with
+    /// position `positions[i]`, then ends.
+    struct Scripted {
+        schema: std::sync::Arc<crate::schema::TableSchema>,
+        positions: Vec<u64>,
+        next: usize,
+    }
+
+    impl Source for Scripted {
+        fn next_batch(&mut self, batch: &mut EventBatch) -> Result<Poll, SourceError> {
+            let Some(&bytes) = self.positions.get(self.next) else {
+                return Ok(Poll::End);
+            };
+            let slot = batch.table_slot(&self.schema);
+            let mut w = batch.row_writer(slot);
+            w.set_i64(0, self.next as i64);
+            let row = w.finish().expect("tiny row");
+            batch.push_insert(slot, row);
+            batch.set_position(SourcePosition::InputOffset { bytes });
+            self.next += 1;
+            Ok(Poll::Ready)
+        }
+    }
+
+    /// Its state is the number of events written when it is taken.
+    #[derive(Default)]
+    struct Counting {
+        written: u64,
+    }
+
+    impl Sink for Counting {
+        fn write_batch(&mut self, batch: &EventBatch) -> Result<(), SinkError> {
+            self.written += batch.len() as u64;
+            Ok(())
+        }
+        fn flush(&mut self) -> Result<(), SinkError> {
+            Ok(())
+        }
+        fn checkpoint(&mut self) -> Result<Checkpoint, SinkError> {
+            Ok(Checkpoint::Commit(Some(self.written.to_string())))
+        }
+    }
+
+    fn committed_after(positions: Vec<u64>) -> Committed {
+        use crate::schema::{Column, TableId, TableSchema};
+        use crate::types::DataType;
+        let schema = std::sync::Arc::new(
+            TableSchema::new(
+                TableId::new("d", "t"),
+                1,
+                vec![Column::new("id", DataType::BigInt, false)],
+                &[],
+            )
+            .unwrap(),
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let store = OffsetStore::open(dir.path(), "test").unwrap();
+        drive(
+            Box::new(Scripted {
+                schema,
+                positions,
+                next: 0,
+            }),
+            Box::new(Counting::default()),
+            Router::default(),
+            Some(&store),
+            DriveConfig {
+                commit_interval: Duration::ZERO,
+                batch_events_max: 1,
+                progress_interval: Duration::ZERO,
+            },
+            &StopFlag::new(),
+        )
+        .unwrap();
+        store.load_committed().unwrap().unwrap()
+    }
+
+    #[test]
+    fn a_position_is_committed_with_the_state_of_the_batch_that_first_carried_it() {
+        // Moving positions: each committed with the events up to it.
+        let c = committed_after(vec![1, 2, 3]);
+        assert_eq!(c.position, Some(SourcePosition::InputOffset { bytes: 3 }));
+        assert_eq!(c.sink_state.as_deref(), Some("3"));
+        // Batches repeating a position hold events a resume from it
+        // replays: the state stays the one of its first batch.
+        let c = committed_after(vec![1, 2, 2, 2]);
+        assert_eq!(c.position, Some(SourcePosition::InputOffset { bytes: 2 }));
+        assert_eq!(c.sink_state.as_deref(), Some("2"));
     }
 
     #[test]

@@ -18,6 +18,9 @@
 //!   ([`options`]); see [`FlussSink`]'s `schema_change`.
 //! - Exactly once ([`recovery`]): primary-key tables converge by upsert;
 //!   log tables by the marks committed with each position.
+//! - The server away: a retriable failure is [`SinkError::Unavailable`];
+//!   the runtime then waits and resumes from the last commit, at most
+//!   `client.writer.retries` times in a row ([`options::OPT_WRITER_RETRIES`]).
 //!
 //! Threads: the runtime's sink thread calls [`Sink::write_batch`], which
 //! runs one `block_on` per batch on the sink's own tokio runtime; the
@@ -150,6 +153,16 @@ impl FlussSink {
                 .map(|(k, v)| (k.as_str(), v.as_str())),
         )
         .map_err(|e| failed(format!("properties.client.*: {e}")))?;
+        // A server away longer than a brief restart is waited for by the
+        // runtime (resuming from the last commit, each attempt logged,
+        // `client.writer.retries` of them), not inside a writer that would
+        // hold the pipeline without a word.
+        let writer_config = WriterConfig {
+            retries: writer_config
+                .retries
+                .min(options::WRITER_RETRIES_PER_ATTEMPT),
+            ..writer_config
+        };
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("fluss-sink-io")
@@ -570,10 +583,40 @@ impl Inner {
         })
     }
 
+    /// Flushes one target's writer. A failure the writer reports as final
+    /// may hide an outage: a batch refused because an earlier batch of its
+    /// bucket failed (after the writer's own retries) is what a flush
+    /// reports first, whatever made that earlier batch fail. So a final
+    /// failure is checked against the server: if it does not answer now,
+    /// the failure is [`SinkError::Unavailable`] (the runtime resumes from
+    /// the last commit), else it is the writer's error.
+    async fn flush_target(&mut self, t: usize) -> Result<(), SinkError> {
+        let Err(e) = write_flush(&mut self.targets[t]).await else {
+            return Ok(());
+        };
+        let id = &self.targets[t].id;
+        if e.is_retriable() {
+            return Err(client_error(id, "flushing writes to", e));
+        }
+        let probe = match &self.client {
+            Some(client) => client.admin().list_databases().await.err(),
+            None => None,
+        };
+        Err(match probe {
+            Some(down) if down.is_retriable() => SinkError::Unavailable {
+                sink: SINK,
+                message: format!(
+                    "flushing writes to {id}: {e} (the server does not answer: {down})"
+                ),
+            },
+            _ => failed(format!("flushing writes to {id}: {e}")),
+        })
+    }
+
     async fn flush(&mut self) -> Result<(), SinkError> {
         let started = Instant::now();
-        for target in &mut self.targets {
-            flush_writer(target).await?;
+        for t in 0..self.targets.len() {
+            self.flush_target(t).await?;
         }
         self.stats.flushes += 1;
         self.stats.flush_wait += started.elapsed();
@@ -649,7 +692,7 @@ impl Inner {
         };
         if let SchemaChange::DropTable = change.change {
             if let Some(t) = self.by_id.get(&table).copied() {
-                flush_writer(&mut self.targets[t]).await?;
+                self.flush_target(t).await?;
                 self.retire(t);
             }
             let client = self.client().await?;
@@ -668,7 +711,7 @@ impl Inner {
             return Ok(());
         };
         let t = self.ensure_target(schema).await?;
-        flush_writer(&mut self.targets[t]).await?;
+        self.flush_target(t).await?;
         let column_type = |t: &Target, name: &str| {
             t.columns
                 .iter()
@@ -876,11 +919,16 @@ fn columns_of(info: &TableInfo) -> Vec<(String, FlussType)> {
 }
 
 async fn flush_writer(target: &mut Target) -> Result<(), SinkError> {
-    let result = match &mut target.writer {
+    write_flush(target)
+        .await
+        .map_err(|e| client_error(&target.id, "flushing writes to", e))
+}
+
+async fn write_flush(target: &mut Target) -> Result<(), ClientError> {
+    match &mut target.writer {
         Writer::Upsert(w) => w.flush().await,
         Writer::Append(w) => w.flush().await,
-    };
-    result.map_err(|e| client_error(&target.id, "flushing writes to", e))
+    }
 }
 
 /// A table's info, or `None` when it does not exist (its database may not either).

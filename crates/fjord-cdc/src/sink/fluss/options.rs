@@ -149,7 +149,37 @@ pub fn change_tag(change: &SchemaChange) -> &'static str {
     }
 }
 
+/// The Fluss client option (`properties.client.writer.retries` in the
+/// sink's YAML) that bounds how often a write failing with a retriable
+/// error (the server away) is tried again. The sink's writers retry only
+/// for [`WRITER_RETRIES_PER_ATTEMPT`]; past that the pipeline resumes from
+/// its last committed position (client and writers opened anew), and this
+/// many resumptions in a row without a new commit fail the pipeline.
+pub const OPT_WRITER_RETRIES: &str = "client.writer.retries";
+
+/// Resumptions in a row when `client.writer.retries` is not given. Fluss's
+/// own default (`i32::MAX`) would let a pipeline wait forever for a server
+/// gone for good; with the runtime's back-off (0.5 s doubling to 10 s) this
+/// many give a server about a minute to come back.
+pub const SERVER_RETRIES_DEFAULT: u32 = 10;
+
+/// In-writer retries of one batch before the write fails and the pipeline
+/// resumes instead: a brief outage (a server restarting) is absorbed by the
+/// writer (back-off 50 ms doubling to 1 s, some 5 s in all), a longer one
+/// reaches the runtime, which opens everything anew and logs each attempt.
+pub const WRITER_RETRIES_PER_ATTEMPT: i32 = 8;
+
 impl FlussSinkOptions {
+    /// Resumptions in a row, without a new commit, after the server became
+    /// unavailable: [`OPT_WRITER_RETRIES`] if given, else
+    /// [`SERVER_RETRIES_DEFAULT`].
+    pub fn server_retries(&self) -> u32 {
+        self.client_options
+            .get(OPT_WRITER_RETRIES)
+            .and_then(|v| v.trim().parse::<i32>().ok())
+            .map_or(SERVER_RETRIES_DEFAULT, |r| r.max(0) as u32)
+    }
+
     /// Whether the sink applies changes of `kind` (a [`change_tag`]) under
     /// `behavior`: included (every kind when no list is given) and not
     /// excluded; under `lenient` without an exclude list, `drop.table` and
@@ -249,6 +279,18 @@ mod tests {
         assert!(tag("table").matches("truncate.table"));
         assert!(!tag("table").matches("add.column"));
         assert!(SchemaChangeTag::parse("nonsense").is_none());
+    }
+
+    #[test]
+    fn server_retries_follow_client_writer_retries_or_a_bounded_default() {
+        let mut o = FlussSinkOptions::default();
+        assert_eq!(o.server_retries(), SERVER_RETRIES_DEFAULT);
+        o.client_options
+            .insert(OPT_WRITER_RETRIES.to_string(), " 3 ".to_string());
+        assert_eq!(o.server_retries(), 3);
+        o.client_options
+            .insert(OPT_WRITER_RETRIES.to_string(), "2147483647".to_string());
+        assert_eq!(o.server_retries(), i32::MAX as u32);
     }
 
     #[test]
