@@ -116,3 +116,86 @@ def test_no_users_off_loopback_refuses_to_start(flag):
         )
     assert done.returncode != 0
     assert "sql.users" in done.stderr and "loopback" in done.stderr, done.stderr
+
+
+def test_get_objects_and_table_schema_describe_the_tables(fjord_sql_server):
+    """What a tool reads on connect: ADBC's get_objects (Flight SQL's
+    GetCatalogs, GetDbSchemas and GetTables with each table's schema) and
+    get_table_schema (GetTables with include_schema)."""
+    with flight_sql.connect(uri(fjord_sql_server)) as conn:
+        run(conn, "CREATE DATABASE IF NOT EXISTS adbcmeta")
+        run(
+            conn,
+            "CREATE TABLE adbcmeta.users (id BIGINT, name STRING, score INT, "
+            "PRIMARY KEY (id) NOT ENFORCED) WITH ('bucket.num' = '1')",
+        )
+        run(conn, "CREATE TABLE adbcmeta.events (ts TIMESTAMP(3), kind STRING)")
+        catalogs = conn.adbc_get_objects(depth="catalogs").read_all().to_pylist()
+        assert [c["catalog_name"] for c in catalogs] == ["fjord"]
+        objects = (
+            conn.adbc_get_objects(depth="all", db_schema_filter="adbcmeta").read_all().to_pylist()
+        )
+        assert [c["catalog_name"] for c in objects] == ["fjord"]
+        schemas = objects[0]["catalog_db_schemas"]
+        assert [s["db_schema_name"] for s in schemas] == ["adbcmeta"]
+        tables = {t["table_name"]: t for t in schemas[0]["db_schema_tables"]}
+        assert sorted(tables) == ["events", "users"]
+        assert {t["table_type"] for t in tables.values()} == {"TABLE"}
+        columns = [(c["column_name"], c["ordinal_position"]) for c in tables["users"]["table_columns"]]
+        assert columns == [("id", 1), ("name", 2), ("score", 3)]
+        # A table-name pattern narrows the listing.
+        only = conn.adbc_get_objects(
+            depth="tables", db_schema_filter="adbcmeta", table_name_filter="ev%"
+        ).read_all().to_pylist()
+        assert [t["table_name"] for t in only[0]["catalog_db_schemas"][0]["db_schema_tables"]] == [
+            "events"
+        ]
+        schema = conn.adbc_get_table_schema("users", db_schema_filter="adbcmeta")
+        assert schema.names == ["id", "name", "score"]
+        assert schema.types == [pa.int64(), pa.string(), pa.int32()]
+        assert conn.adbc_get_table_schema("events", db_schema_filter="adbcmeta").types == [
+            pa.timestamp("ms"),
+            pa.string(),
+        ]
+
+
+def test_parameters_bind_to_prepared_statements(fjord_sql_server):
+    """cursor.execute(sql, parameters): CreatePreparedStatement, the
+    parameters bound by DoPut, then GetFlightInfo/DoGet of the bound
+    statement; values of several types, cast to the columns' types."""
+    with flight_sql.connect(uri(fjord_sql_server)) as conn:
+        run(conn, "CREATE DATABASE IF NOT EXISTS adbcmeta")
+        run(
+            conn,
+            "CREATE TABLE adbcmeta.orders (id BIGINT, item STRING, qty INT, price DOUBLE, "
+            "PRIMARY KEY (id) NOT ENFORCED) WITH ('bucket.num' = '2')",
+        )
+        run(
+            conn,
+            "INSERT INTO adbcmeta.orders VALUES (1, 'tea', 2, 3.5), (2, 'cake', 1, 4.25), "
+            "(3, 'tea', 5, 1.0)",
+        )
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT id, qty FROM adbcmeta.orders "
+                "WHERE item = $1 AND qty >= $2 AND price > $3 ORDER BY id",
+                ("tea", 2, 0.5),
+            )
+            assert cur.fetchall() == [(1, 2), (3, 5)]
+            # The point lookup, again with other keys.
+            for key, item in [(2, "cake"), (1, "tea"), (3, "tea")]:
+                cur.execute("SELECT item FROM adbcmeta.orders WHERE id = $1", (key,))
+                assert cur.fetchall() == [(item,)]
+            # Text that would break a query built by concatenation is a value.
+            cur.execute(
+                "SELECT count(*) AS n FROM adbcmeta.orders WHERE item = $1",
+                ("x'; DROP TABLE y; --",),
+            )
+            assert cur.fetchall() == [(0,)]
+            # An INSERT with parameters writes (once) and answers its count.
+            cur.execute("INSERT INTO adbcmeta.orders VALUES ($1, $2, $3, $4)", (4, "jam", 7, 2.5))
+            cur.execute("SELECT item, qty, price FROM adbcmeta.orders WHERE id = $1", (4,))
+            assert cur.fetchall() == [("jam", 7, 2.5)]
+            # Without parameters a statement still runs as before.
+            cur.execute("SELECT count(*) AS n FROM adbcmeta.orders")
+            assert cur.fetchall() == [(4,)]

@@ -17,6 +17,7 @@ use std::time::Duration;
 use arrow_array::{ArrayRef, RecordBatch, StringArray, UInt64Array};
 use arrow_schema::{DataType as ArrowType, Field, Schema, SchemaRef};
 use datafusion::catalog::CatalogProvider;
+use datafusion::common::ScalarValue;
 use datafusion::error::DataFusionError;
 use datafusion::execution::memory_pool::{GreedyMemoryPool, TrackConsumersPool};
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
@@ -449,21 +450,67 @@ impl SqlSession {
                 })
             }
             Parsed::Fjord(statement) => self.engine.run_fjord(statement, &self.database).await,
-            Parsed::Query => {
-                let slot = self.engine.query_slot()?;
-                let options = SQLOptions::new().with_allow_ddl(false);
-                let timeout = self.engine.options.query_timeout;
-                let planned = tokio::time::timeout(timeout, async {
-                    let df = self.ctx.sql_with_options(sql, options).await?;
-                    df.execute_stream().await
-                })
-                .await
-                .map_err(|_| timeout_error(timeout))?;
-                let stream = planned.map_err(refuse_ddl)?;
-                Ok(Output::Rows(self.engine.bounded(stream, slot)))
-            }
+            Parsed::Query => self.execute_query(sql, Vec::new()).await,
         }
     }
+
+    /// Runs one statement with `params` bound to its placeholders (`$1`
+    /// is the first), each cast to the type its placeholder takes where
+    /// the plan knows it (a client binds an int64 to an INT column).
+    /// Fjord's own statements take no parameters.
+    pub async fn execute_with_params(
+        &mut self,
+        sql: &str,
+        params: Vec<ScalarValue>,
+    ) -> Result<Output> {
+        if params.is_empty() {
+            return self.execute_one(sql).await;
+        }
+        self.engine.catalog.refresh().await?;
+        match ddl::parse(sql)? {
+            Parsed::Fjord(_) => Err(SqlError::Unsupported(
+                "parameters in Fjord's own statements (DDL, SHOW, USE)".to_owned(),
+            )),
+            Parsed::Query => self.execute_query(sql, params).await,
+        }
+    }
+
+    /// Plans and starts a query (DataFusion's statements: SELECT, INSERT)
+    /// under the engine's limits, `params` bound when there are any.
+    async fn execute_query(&mut self, sql: &str, params: Vec<ScalarValue>) -> Result<Output> {
+        let slot = self.engine.query_slot()?;
+        let options = SQLOptions::new().with_allow_ddl(false);
+        let timeout = self.engine.options.query_timeout;
+        let planned = tokio::time::timeout(timeout, async {
+            let mut df = self.ctx.sql_with_options(sql, options).await?;
+            if !params.is_empty() {
+                let bound = bind_types(df.logical_plan(), params)?;
+                df = df.with_param_values(bound)?;
+            }
+            df.execute_stream().await
+        })
+        .await
+        .map_err(|_| timeout_error(timeout))?;
+        let stream = planned.map_err(refuse_ddl)?;
+        Ok(Output::Rows(self.engine.bounded(stream, slot)))
+    }
+}
+
+/// `params` cast to the types `plan`'s placeholders take (`$1`, `$2`...);
+/// a placeholder of unknown type takes its value as it is.
+pub(crate) fn bind_types(
+    plan: &datafusion::logical_expr::LogicalPlan,
+    params: Vec<ScalarValue>,
+) -> datafusion::error::Result<Vec<ScalarValue>> {
+    let types = plan.get_parameter_types()?;
+    params
+        .into_iter()
+        .enumerate()
+        .map(|(i, value)| match types.get(&format!("${}", i + 1)) {
+            Some(Some(dt)) if value.data_type() != *dt => value.cast_to(dt),
+            _ => Ok(value),
+        })
+        .collect()
 }
 
 /// DataFusion's refusal of DDL it would run in memory, in Fjord's words.

@@ -21,22 +21,31 @@ use std::collections::{HashSet, VecDeque};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
+use arrow_array::{Int32Array, StringArray};
 use arrow_array::{RecordBatch, UInt64Array};
+use arrow_flight::decode::FlightRecordBatchStream;
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_server::FlightServiceServer;
 use arrow_flight::sql::metadata::{SqlInfoData, SqlInfoDataBuilder};
 use arrow_flight::sql::server::{FlightSqlService, PeekableFlightDataStream};
 use arrow_flight::sql::{
-    CommandGetSqlInfo, CommandStatementQuery, CommandStatementUpdate, ProstMessageExt, SqlInfo,
+    ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
+    ActionCreatePreparedStatementResult, CommandGetCatalogs, CommandGetDbSchemas,
+    CommandGetPrimaryKeys, CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables,
+    CommandPreparedStatementQuery, CommandPreparedStatementUpdate, CommandStatementQuery,
+    CommandStatementUpdate, DoPutPreparedStatementResult, ProstMessageExt, SqlInfo,
     TicketStatementQuery,
 };
 use arrow_flight::{
-    FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse, Ticket,
+    Action, FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse,
+    IpcMessage, SchemaAsIpc, Ticket,
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use base64::Engine as _;
 use bytes::Bytes;
+use datafusion::arrow::ipc::writer::IpcWriteOptions;
+use datafusion::common::ScalarValue;
 use datafusion::error::DataFusionError;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SQLOptions;
@@ -48,9 +57,11 @@ use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status, Streaming};
 
 pub use crate::auth::{check_auth, Users};
+use crate::catalog::CATALOG_NAME;
 use crate::ddl::{self, FjordStatement, Parsed};
-use crate::engine::{Output, SqlEngine, DEFAULT_DATABASE};
+use crate::engine::{bind_types, Output, SqlEngine, DEFAULT_DATABASE};
 use crate::error::SqlError;
+use crate::table::FjordTable;
 
 /// Bearer tokens remembered at once; past this the oldest is forgotten
 /// (its client signs in again). Bounds the table a stream of handshakes
@@ -74,6 +85,13 @@ const BASIC_BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurp
 const TICKET_QUERY: u8 = b'Q';
 /// Ticket prefix: the statement's result, already computed (Arrow IPC).
 const TICKET_RESULT: u8 = b'R';
+/// Prepared statement handle prefix: `u32` length (LE), the statement,
+/// then its bound parameters (Arrow IPC of one row) if any. The handle
+/// carries everything, so the server keeps no state per prepared statement
+/// (closing one is a no-op) and binding answers a new handle.
+const HANDLE_PREPARED: u8 = b'P';
+/// The table type of the information_schema views; Fjord's are `TABLE`.
+const INFORMATION_SCHEMA: &str = "information_schema";
 
 /// Serves Flight SQL on `listener` until the task is dropped; refuses to
 /// start without users off loopback.
@@ -222,6 +240,272 @@ impl FjordFlightSql {
             }
         }
     }
+    /// The FlightInfo of a statement (see the module doc): a query's
+    /// schema and a ticket that runs it, or a statement run now and its
+    /// result inside the ticket.
+    async fn statement_info(
+        &self,
+        sql: &str,
+        descriptor: FlightDescriptor,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let (schema, handle) = match self.plan(sql).await.map_err(status)? {
+            Planned::Query(schema) => {
+                let mut handle = Vec::with_capacity(1 + sql.len());
+                handle.push(TICKET_QUERY);
+                handle.extend_from_slice(sql.as_bytes());
+                (schema, handle)
+            }
+            Planned::Done(batch) => {
+                let mut handle = vec![TICKET_RESULT];
+                handle.extend(to_ipc(&batch).map_err(status)?);
+                if handle.len() > TICKET_RESULT_BYTES_MAX {
+                    return Err(Status::resource_exhausted(format!(
+                        "Flight SQL: the statement's result is {} bytes, more than a ticket carries ({TICKET_RESULT_BYTES_MAX}); run it as a query",
+                        handle.len()
+                    )));
+                }
+                (batch.schema(), handle)
+            }
+        };
+        let ticket = TicketStatementQuery {
+            statement_handle: handle.into(),
+        };
+        let endpoint =
+            FlightEndpoint::new().with_ticket(Ticket::new(ticket.as_any().encode_to_vec()));
+        let info = FlightInfo::new()
+            .try_with_schema(&schema)
+            .map_err(|e| Status::internal(e.to_string()))?
+            .with_endpoint(endpoint)
+            .with_descriptor(descriptor);
+        Ok(Response::new(info))
+    }
+
+    /// Every table of catalog `fjord` (each Fjord database a schema, and
+    /// the information_schema views), sorted, for the metadata commands.
+    async fn list_tables(&self) -> Result<Vec<Listed>, SqlError> {
+        self.engine.catalog().refresh().await?;
+        let ctx = self.engine.new_context(DEFAULT_DATABASE);
+        let Some(catalog) = ctx.catalog(CATALOG_NAME) else {
+            return Ok(Vec::new());
+        };
+        let mut schemas = catalog.schema_names();
+        schemas.sort();
+        let mut listed = Vec::new();
+        for schema_name in schemas {
+            let Some(schema) = catalog.schema(&schema_name) else {
+                continue;
+            };
+            let mut tables = schema.table_names();
+            tables.sort();
+            for table in tables {
+                let Some(provider) = schema.table(&table).await? else {
+                    continue;
+                };
+                let primary_key = provider
+                    .downcast_ref::<FjordTable>()
+                    .and_then(|t| {
+                        t.info()
+                            .descriptor
+                            .schema()
+                            .primary_key()
+                            .map(<[_]>::to_vec)
+                    })
+                    .unwrap_or_default();
+                let kind = if schema_name == INFORMATION_SCHEMA {
+                    "VIEW"
+                } else {
+                    "TABLE"
+                };
+                listed.push(Listed {
+                    schema: schema_name.clone(),
+                    table,
+                    kind,
+                    arrow: provider.schema(),
+                    primary_key,
+                });
+            }
+        }
+        Ok(listed)
+    }
+
+    /// Plans a statement to prepare: its result's schema and its
+    /// parameters' (`$1`, `$2`... in order; `Null` where the plan does not
+    /// tell a type). Fjord's own statements have neither.
+    async fn prepare(&self, sql: &str) -> Result<(Schema, Schema), SqlError> {
+        self.engine.catalog().refresh().await?;
+        if let Parsed::Fjord(_) = ddl::parse(sql)? {
+            return Ok((Schema::empty(), Schema::empty()));
+        }
+        let ctx = self.engine.new_context(DEFAULT_DATABASE);
+        let options = SQLOptions::new().with_allow_ddl(false);
+        let df = ctx.sql_with_options(sql, options).await?;
+        let types = df.logical_plan().get_parameter_types()?;
+        let mut params: Vec<(usize, Option<DataType>)> = types
+            .into_iter()
+            .filter_map(|(name, dt)| Some((name.strip_prefix('$')?.parse().ok()?, dt)))
+            .collect();
+        params.sort_by_key(|(n, _)| *n);
+        let fields: Vec<Field> = params
+            .into_iter()
+            .map(|(n, dt)| Field::new(format!("${n}"), dt.unwrap_or(DataType::Null), true))
+            .collect();
+        Ok((df.schema().as_arrow().clone(), Schema::new(fields)))
+    }
+
+    /// The FlightInfo of a prepared statement: as a statement's when it
+    /// has no parameters bound; otherwise planned with them (a query runs
+    /// at `DoGet`, an INSERT runs now).
+    async fn prepared_info(
+        &self,
+        handle: &[u8],
+        descriptor: FlightDescriptor,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let (sql, params) = decode_prepared(handle)?;
+        if params.is_empty() {
+            return self.statement_info(&sql, descriptor).await;
+        }
+        self.engine
+            .catalog()
+            .refresh()
+            .await
+            .map_err(|e| status(e.into()))?;
+        if let Parsed::Fjord(_) = ddl::parse(&sql).map_err(status)? {
+            return Err(status(SqlError::Unsupported(
+                "parameters in Fjord's own statements (DDL, SHOW, USE)".to_owned(),
+            )));
+        }
+        let ctx = self.engine.new_context(DEFAULT_DATABASE);
+        let options = SQLOptions::new().with_allow_ddl(false);
+        let planned: Result<_, DataFusionError> = async {
+            let df = ctx.sql_with_options(&sql, options).await?;
+            let bound = bind_types(df.logical_plan(), params.clone())?;
+            df.with_param_values(bound)
+        }
+        .await;
+        let df = planned.map_err(|e| status(e.into()))?;
+        let (schema, ticket) = if matches!(df.logical_plan(), LogicalPlan::Dml(_)) {
+            let mut session = self.engine.session();
+            let output = session
+                .execute_with_params(&sql, params)
+                .await
+                .map_err(status)?;
+            let batch = result_batch(output).await.map_err(status)?;
+            let mut result = vec![TICKET_RESULT];
+            result.extend(to_ipc(&batch).map_err(status)?);
+            let ticket = TicketStatementQuery {
+                statement_handle: result.into(),
+            };
+            (batch.schema(), ticket.as_any().encode_to_vec())
+        } else {
+            let command = CommandPreparedStatementQuery {
+                prepared_statement_handle: Bytes::copy_from_slice(handle),
+            };
+            (
+                Arc::new(df.schema().as_arrow().clone()),
+                command.as_any().encode_to_vec(),
+            )
+        };
+        let info = FlightInfo::new()
+            .try_with_schema(&schema)
+            .map_err(|e| Status::internal(e.to_string()))?
+            .with_endpoint(FlightEndpoint::new().with_ticket(Ticket::new(ticket)))
+            .with_descriptor(descriptor);
+        Ok(Response::new(info))
+    }
+}
+
+/// One table the metadata commands list.
+struct Listed {
+    schema: String,
+    table: String,
+    kind: &'static str,
+    arrow: SchemaRef,
+    primary_key: Vec<String>,
+}
+
+/// A prepared statement's handle: `sql` and, if bound, its parameters.
+fn encode_prepared(sql: &str, params: Option<&RecordBatch>) -> Result<Bytes, SqlError> {
+    let mut handle = vec![HANDLE_PREPARED];
+    handle.extend_from_slice(&(sql.len() as u32).to_le_bytes());
+    handle.extend_from_slice(sql.as_bytes());
+    if let Some(params) = params {
+        handle.extend(to_ipc(params)?);
+    }
+    Ok(handle.into())
+}
+
+/// The statement and bound parameters (one value each) of a handle.
+#[allow(clippy::result_large_err)]
+fn decode_prepared(handle: &[u8]) -> Result<(String, Vec<ScalarValue>), Status> {
+    let bad = || Status::invalid_argument("Flight SQL: bad prepared statement handle");
+    let rest = handle.strip_prefix(&[HANDLE_PREPARED]).ok_or_else(bad)?;
+    let len_bytes: [u8; 4] = rest
+        .get(..4)
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(bad)?;
+    let len = u32::from_le_bytes(len_bytes) as usize;
+    let sql = rest.get(4..4 + len).ok_or_else(bad)?;
+    let sql = std::str::from_utf8(sql).map_err(|_| bad())?.to_owned();
+    let params_ipc = &rest[4 + len..];
+    if params_ipc.is_empty() {
+        return Ok((sql, Vec::new()));
+    }
+    let batches = from_ipc(params_ipc)?;
+    let batch = batches.first().ok_or_else(bad)?;
+    let params = batch
+        .columns()
+        .iter()
+        .map(|column| ScalarValue::try_from_array(column, 0))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Status::invalid_argument(format!("Flight SQL: bad parameter: {e}")))?;
+    Ok((sql, params))
+}
+
+/// A schema as the IPC message Flight SQL carries in its results.
+#[allow(clippy::result_large_err)]
+fn schema_ipc(schema: &Schema) -> Result<Bytes, Status> {
+    let IpcMessage(bytes) = SchemaAsIpc::new(schema, &IpcWriteOptions::default())
+        .try_into()
+        .map_err(|e: datafusion::arrow::error::ArrowError| Status::internal(e.to_string()))?;
+    Ok(bytes)
+}
+
+/// The FlightInfo of a metadata command: its result's schema and a ticket
+/// that is the command itself (answered at `DoGet`).
+#[allow(clippy::result_large_err)]
+fn command_info(
+    schema: &Schema,
+    command: impl ProstMessageExt,
+    descriptor: FlightDescriptor,
+) -> Result<Response<FlightInfo>, Status> {
+    let endpoint = FlightEndpoint::new().with_ticket(Ticket::new(command.as_any().encode_to_vec()));
+    let info = FlightInfo::new()
+        .try_with_schema(schema)
+        .map_err(|e| Status::internal(e.to_string()))?
+        .with_endpoint(endpoint)
+        .with_descriptor(descriptor);
+    Ok(Response::new(info))
+}
+
+/// One batch as a `DoGet` stream.
+fn one_batch(batch: RecordBatch) -> Response<FlightStream> {
+    let stream = FlightDataEncoderBuilder::new()
+        .with_schema(batch.schema())
+        .build(futures::stream::iter([Ok(batch)]))
+        .map_err(Status::from);
+    Response::new(Box::pin(stream))
+}
+
+/// The schema of `CommandGetPrimaryKeys`'s answer (Flight SQL's).
+fn primary_keys_schema() -> Schema {
+    Schema::new(vec![
+        Field::new("catalog_name", DataType::Utf8, true),
+        Field::new("db_schema_name", DataType::Utf8, true),
+        Field::new("table_name", DataType::Utf8, false),
+        Field::new("column_name", DataType::Utf8, false),
+        Field::new("key_name", DataType::Utf8, true),
+        Field::new("key_sequence", DataType::Int32, false),
+    ])
 }
 
 /// Checks `Basic base64(user:password)` against `users`; answers the user.
@@ -386,36 +670,8 @@ impl FlightSqlService for FjordFlightSql {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         self.authorize(request.metadata())?;
-        let (schema, handle) = match self.plan(&query.query).await.map_err(status)? {
-            Planned::Query(schema) => {
-                let mut handle = Vec::with_capacity(1 + query.query.len());
-                handle.push(TICKET_QUERY);
-                handle.extend_from_slice(query.query.as_bytes());
-                (schema, handle)
-            }
-            Planned::Done(batch) => {
-                let mut handle = vec![TICKET_RESULT];
-                handle.extend(to_ipc(&batch).map_err(status)?);
-                if handle.len() > TICKET_RESULT_BYTES_MAX {
-                    return Err(Status::resource_exhausted(format!(
-                        "Flight SQL: the statement's result is {} bytes, more than a ticket carries ({TICKET_RESULT_BYTES_MAX}); run it as a query",
-                        handle.len()
-                    )));
-                }
-                (batch.schema(), handle)
-            }
-        };
-        let ticket = TicketStatementQuery {
-            statement_handle: handle.into(),
-        };
-        let endpoint =
-            FlightEndpoint::new().with_ticket(Ticket::new(ticket.as_any().encode_to_vec()));
-        let info = FlightInfo::new()
-            .try_with_schema(&schema)
-            .map_err(|e| Status::internal(e.to_string()))?
-            .with_endpoint(endpoint)
-            .with_descriptor(request.into_inner());
-        Ok(Response::new(info))
+        self.statement_info(&query.query, request.into_inner())
+            .await
     }
 
     async fn do_get_statement(
@@ -505,6 +761,279 @@ impl FlightSqlService for FjordFlightSql {
             .build(futures::stream::once(async { batch }))
             .map_err(Status::from);
         Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn get_flight_info_catalogs(
+        &self,
+        query: CommandGetCatalogs,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.authorize(request.metadata())?;
+        let schema = query.into_builder().schema();
+        command_info(&schema, query, request.into_inner())
+    }
+
+    async fn do_get_catalogs(
+        &self,
+        query: CommandGetCatalogs,
+        request: Request<Ticket>,
+    ) -> Result<Response<FlightStream>, Status> {
+        self.authorize(request.metadata())?;
+        let mut builder = query.into_builder();
+        builder.append(CATALOG_NAME);
+        let batch = builder
+            .build()
+            .map_err(|e| Status::internal(e.to_string()))?;
+        Ok(one_batch(batch))
+    }
+
+    async fn get_flight_info_schemas(
+        &self,
+        query: CommandGetDbSchemas,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.authorize(request.metadata())?;
+        let schema = query.clone().into_builder().schema();
+        command_info(&schema, query, request.into_inner())
+    }
+
+    async fn do_get_schemas(
+        &self,
+        query: CommandGetDbSchemas,
+        request: Request<Ticket>,
+    ) -> Result<Response<FlightStream>, Status> {
+        self.authorize(request.metadata())?;
+        self.engine
+            .catalog()
+            .refresh()
+            .await
+            .map_err(|e| status(e.into()))?;
+        let ctx = self.engine.new_context(DEFAULT_DATABASE);
+        let mut schemas = ctx
+            .catalog(CATALOG_NAME)
+            .map(|c| c.schema_names())
+            .unwrap_or_default();
+        schemas.sort();
+        // The builder applies the catalog and schema-pattern filters.
+        let mut builder = query.into_builder();
+        for schema in schemas {
+            builder.append(CATALOG_NAME, schema);
+        }
+        let batch = builder
+            .build()
+            .map_err(|e| Status::internal(e.to_string()))?;
+        Ok(one_batch(batch))
+    }
+
+    async fn get_flight_info_tables(
+        &self,
+        query: CommandGetTables,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.authorize(request.metadata())?;
+        let schema = query.clone().into_builder().schema();
+        command_info(&schema, query, request.into_inner())
+    }
+
+    async fn do_get_tables(
+        &self,
+        query: CommandGetTables,
+        request: Request<Ticket>,
+    ) -> Result<Response<FlightStream>, Status> {
+        self.authorize(request.metadata())?;
+        let listed = self.list_tables().await.map_err(status)?;
+        // The builder applies the filters (catalog, schema and table
+        // patterns, table types) and adds each schema if asked.
+        let mut builder = query.into_builder();
+        for t in &listed {
+            builder
+                .append(CATALOG_NAME, &t.schema, &t.table, t.kind, &t.arrow)
+                .map_err(|e| Status::internal(e.to_string()))?;
+        }
+        let batch = builder
+            .build()
+            .map_err(|e| Status::internal(e.to_string()))?;
+        Ok(one_batch(batch))
+    }
+
+    async fn get_flight_info_table_types(
+        &self,
+        query: CommandGetTableTypes,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.authorize(request.metadata())?;
+        let schema = query.into_builder().schema();
+        command_info(&schema, query, request.into_inner())
+    }
+
+    async fn do_get_table_types(
+        &self,
+        query: CommandGetTableTypes,
+        request: Request<Ticket>,
+    ) -> Result<Response<FlightStream>, Status> {
+        self.authorize(request.metadata())?;
+        let mut builder = query.into_builder();
+        builder.append("TABLE");
+        builder.append("VIEW");
+        let batch = builder
+            .build()
+            .map_err(|e| Status::internal(e.to_string()))?;
+        Ok(one_batch(batch))
+    }
+
+    async fn get_flight_info_primary_keys(
+        &self,
+        query: CommandGetPrimaryKeys,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.authorize(request.metadata())?;
+        command_info(&primary_keys_schema(), query, request.into_inner())
+    }
+
+    async fn do_get_primary_keys(
+        &self,
+        query: CommandGetPrimaryKeys,
+        request: Request<Ticket>,
+    ) -> Result<Response<FlightStream>, Status> {
+        self.authorize(request.metadata())?;
+        let listed = self.list_tables().await.map_err(status)?;
+        let (mut schemas, mut tables, mut columns, mut sequence) = (vec![], vec![], vec![], vec![]);
+        let wanted = |t: &Listed| {
+            t.table == query.table
+                && query.catalog.as_deref().is_none_or(|c| c == CATALOG_NAME)
+                && query.db_schema.as_deref().is_none_or(|s| s == t.schema)
+        };
+        for t in listed.iter().filter(|t| wanted(t)) {
+            for (i, column) in t.primary_key.iter().enumerate() {
+                schemas.push(t.schema.clone());
+                tables.push(t.table.clone());
+                columns.push(column.clone());
+                sequence.push(i as i32 + 1);
+            }
+        }
+        let n = columns.len();
+        let batch = RecordBatch::try_new(
+            Arc::new(primary_keys_schema()),
+            vec![
+                Arc::new(StringArray::from(vec![Some(CATALOG_NAME); n])),
+                Arc::new(StringArray::from(schemas)),
+                Arc::new(StringArray::from(tables)),
+                Arc::new(StringArray::from(columns)),
+                Arc::new(StringArray::from(vec![None::<&str>; n])),
+                Arc::new(Int32Array::from(sequence)),
+            ],
+        )
+        .map_err(|e| Status::internal(e.to_string()))?;
+        Ok(one_batch(batch))
+    }
+
+    async fn do_action_create_prepared_statement(
+        &self,
+        query: ActionCreatePreparedStatementRequest,
+        request: Request<Action>,
+    ) -> Result<ActionCreatePreparedStatementResult, Status> {
+        self.authorize(request.metadata())?;
+        let (dataset, parameters) = self.prepare(&query.query).await.map_err(status)?;
+        Ok(ActionCreatePreparedStatementResult {
+            prepared_statement_handle: encode_prepared(&query.query, None).map_err(status)?,
+            dataset_schema: schema_ipc(&dataset)?,
+            parameter_schema: schema_ipc(&parameters)?,
+        })
+    }
+
+    async fn do_action_close_prepared_statement(
+        &self,
+        _query: ActionClosePreparedStatementRequest,
+        request: Request<Action>,
+    ) -> Result<(), Status> {
+        // The handle holds everything: nothing to free.
+        self.authorize(request.metadata())
+    }
+
+    async fn do_put_prepared_statement_query(
+        &self,
+        query: CommandPreparedStatementQuery,
+        request: Request<PeekableFlightDataStream>,
+    ) -> Result<DoPutPreparedStatementResult, Status> {
+        self.authorize(request.metadata())?;
+        let (sql, _) = decode_prepared(&query.prepared_statement_handle)?;
+        let stream = request
+            .into_inner()
+            .map_err(|s| FlightError::Tonic(Box::new(s)));
+        let batches: Vec<RecordBatch> = FlightRecordBatchStream::new_from_flight_data(stream)
+            .try_collect()
+            .await
+            .map_err(|e| Status::invalid_argument(format!("Flight SQL: bad parameters: {e}")))?;
+        let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        let params = match rows {
+            0 => None,
+            1 => batches.iter().find(|b| b.num_rows() == 1),
+            n => {
+                return Err(Status::unimplemented(format!(
+                    "Flight SQL: {n} rows of parameters bound to one statement; bind one row (run the statement once per row)"
+                )))
+            }
+        };
+        Ok(DoPutPreparedStatementResult {
+            prepared_statement_handle: Some(encode_prepared(&sql, params).map_err(status)?),
+        })
+    }
+
+    async fn get_flight_info_prepared_statement(
+        &self,
+        query: CommandPreparedStatementQuery,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.authorize(request.metadata())?;
+        let handle = query.prepared_statement_handle.clone();
+        self.prepared_info(&handle, request.into_inner()).await
+    }
+
+    async fn do_get_prepared_statement(
+        &self,
+        query: CommandPreparedStatementQuery,
+        request: Request<Ticket>,
+    ) -> Result<Response<FlightStream>, Status> {
+        self.authorize(request.metadata())?;
+        let (sql, params) = decode_prepared(&query.prepared_statement_handle)?;
+        let mut session = self.engine.session();
+        let Output::Rows(rows) = session
+            .execute_with_params(&sql, params)
+            .await
+            .map_err(status)?
+        else {
+            return Err(Status::invalid_argument(
+                "Flight SQL: the prepared statement is not a query",
+            ));
+        };
+        let schema = rows.schema();
+        let batches = rows.map_err(|e| FlightError::Tonic(Box::new(status(SqlError::Engine(e)))));
+        let stream = FlightDataEncoderBuilder::new()
+            .with_schema(schema)
+            .build(batches)
+            .map_err(Status::from);
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn do_put_prepared_statement_update(
+        &self,
+        query: CommandPreparedStatementUpdate,
+        request: Request<PeekableFlightDataStream>,
+    ) -> Result<i64, Status> {
+        self.authorize(request.metadata())?;
+        let (sql, params) = decode_prepared(&query.prepared_statement_handle)?;
+        let mut session = self.engine.session();
+        match session
+            .execute_with_params(&sql, params)
+            .await
+            .map_err(status)?
+        {
+            Output::Done { rows, .. } => Ok(rows as i64),
+            rows @ Output::Rows(_) => {
+                let batch = result_batch(rows).await.map_err(status)?;
+                Ok(inserted_rows(&batch).unwrap_or(batch.num_rows() as u64) as i64)
+            }
+        }
     }
 
     async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
