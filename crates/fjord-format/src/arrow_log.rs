@@ -300,6 +300,20 @@ impl ArrowLogEncoder {
         change_types: Option<&[u8]>,
         out: &mut Vec<u8>,
     ) -> Result<Range<usize>, ArrowLogError> {
+        self.encode_with_statistics(batch, header, change_types, &[], out)
+    }
+
+    /// [`encode`](Self::encode) with a statistics block (see
+    /// [`crate::statistics`]) between the header and the records;
+    /// `header.magic` must then be V1 or later.
+    pub fn encode_with_statistics(
+        &mut self,
+        batch: &RecordBatch,
+        header: &BatchHeader,
+        change_types: Option<&[u8]>,
+        statistics: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<Range<usize>, ArrowLogError> {
         let rows = batch.num_rows();
         if rows == 0 {
             return Err(ArrowLogError::Empty);
@@ -334,6 +348,7 @@ impl ArrowLogEncoder {
 
         let start = out.len();
         out.resize(start + layout.header_size, 0);
+        out.extend_from_slice(statistics);
         if let Some(change_types) = change_types {
             out.extend_from_slice(change_types);
         }
@@ -359,7 +374,7 @@ impl ArrowLogEncoder {
         } else {
             header.attributes & !APPEND_ONLY_FLAG_MASK
         };
-        if let Err(e) = log_batch::finish_batch(&mut out[start..], &full, 0) {
+        if let Err(e) = log_batch::finish_batch(&mut out[start..], &full, statistics.len()) {
             out.truncate(start);
             return Err(e.into());
         }

@@ -82,6 +82,17 @@ impl OutputPool {
     }
 }
 
+/// The columns a table collects batch statistics for
+/// (`table.statistics.columns`), with the schema its batches are written in.
+pub(crate) struct StatisticsPlan {
+    /// The writer's schema (the batches' columns).
+    pub schema: fjord_format::schema::Schema,
+    /// Table column indexes with statistics.
+    pub columns: Vec<usize>,
+    /// The block of the batch being encoded, reused batch to batch.
+    pub block: Vec<u8>,
+}
+
 /// An encoded batch on its way to (or in) the sender.
 pub(crate) struct EncodedBatch {
     /// Where it goes.
@@ -108,6 +119,7 @@ pub(crate) struct EncodedBatch {
 pub(crate) fn spawn(
     mut encoder: ArrowLogEncoder,
     schema_id: i16,
+    mut statistics: Option<StatisticsPlan>,
     mut sequences: Sequences,
     rx: mpsc::Receiver<SealedBatch>,
     tx: UnboundedSender<EncodedBatch>,
@@ -123,6 +135,7 @@ pub(crate) fn spawn(
                 encode_one(
                     &mut encoder,
                     schema_id,
+                    statistics.as_mut(),
                     &mut sequences,
                     sealed,
                     &tx,
@@ -145,6 +158,7 @@ impl Drop for StoppedGuard {
 fn encode_one(
     encoder: &mut ArrowLogEncoder,
     schema_id: i16,
+    statistics: Option<&mut StatisticsPlan>,
     sequences: &mut Sequences,
     sealed: SealedBatch,
     tx: &UnboundedSender<EncodedBatch>,
@@ -175,12 +189,28 @@ fn encode_one(
     header.batch_sequence = sequences.peek(key);
     // arrow-rs reports some inconsistencies only by panicking; a panic here
     // must fail this batch, not leave its completion (and flush) waiting.
-    let encoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        encoder.encode(&batch, &header, None, &mut out)
+    let encoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match statistics {
+        None => encoder
+            .encode(&batch, &header, None, &mut out)
+            .map_err(|e| e.to_string()),
+        Some(plan) => {
+            plan.block.clear();
+            fjord_format::statistics::write_statistics(
+                &batch,
+                &plan.schema,
+                &plan.columns,
+                &mut plan.block,
+            )
+            .map_err(|e| e.to_string())?;
+            header.magic = fjord_format::log_batch::LOG_MAGIC_V1;
+            encoder
+                .encode_with_statistics(&batch, &header, None, &plan.block, &mut out)
+                .map_err(|e| e.to_string())
+        }
     }));
     let failure = match encoded {
         Ok(Ok(_)) => None,
-        Ok(Err(e)) => Some(e.to_string()),
+        Ok(Err(e)) => Some(e),
         Err(_) => Some("the Arrow IPC writer panicked".to_owned()),
     };
     if let Some(why) = failure {

@@ -369,6 +369,22 @@ impl AppendWriter {
         let arrow_schema = to_arrow_schema(table.descriptor.schema());
         let encoder = ArrowLogEncoder::new(arrow_schema.clone(), compression)
             .map_err(|e| ClientError::Format(e.to_string()))?;
+        // Only tables that ask for statistics get V1 batches with a
+        // statistics block; every other table keeps the V0 hot path.
+        let statistics = fjord_format::statistics::resolve_columns(
+            table.descriptor.schema(),
+            table
+                .descriptor
+                .properties()
+                .get(fjord_format::statistics::TABLE_STATISTICS_COLUMNS)
+                .map(String::as_str),
+        )
+        .map_err(|e| ClientError::Invalid(e.to_string()))?
+        .map(|columns| encode::StatisticsPlan {
+            schema: table.descriptor.schema().clone(),
+            columns,
+            block: Vec::new(),
+        });
         let schema_id = i16::try_from(table.schema_id).map_err(|_| {
             ClientError::Invalid(format!(
                 "schema id {} of {} does not fit a log batch header",
@@ -425,6 +441,7 @@ impl AppendWriter {
         encode::spawn(
             encoder,
             schema_id,
+            statistics,
             idempotence::Sequences::new(writer_id),
             encode_rx,
             send_tx,
