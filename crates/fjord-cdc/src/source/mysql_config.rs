@@ -76,15 +76,19 @@ pub struct MySqlSourceConfig {
     pub server_time_zone: Option<String>,
     /// `scan.startup.mode` and its offset/timestamp options.
     pub startup: StartupMode,
-    /// `scan.snapshot.fetch.size` (default 1024): rows per snapshot fetch.
+    /// `scan.snapshot.fetch.size` (default 1024): rows handed over at a time
+    /// by the whole-table read of a table that is not chunked.
     pub snapshot_fetch_size: u32,
     /// `scan.incremental.snapshot.chunk.size` (default 8096, Flink CDC's):
-    /// rows per snapshot chunk of a table with a primary key, each read in
-    /// its own short transaction.
+    /// rows per snapshot chunk of a table whose primary key is one integer
+    /// column, each chunk read in its own short statement between two
+    /// binlog watermarks; other tables are read whole in one consistent view.
     pub snapshot_chunk_size: u32,
-    /// `connect.timeout` (default 30 s).
+    /// `connect.timeout` (default 30 s): longest one connection attempt
+    /// (and one wait for a binlog event while reading a chunk's backfill).
     pub connect_timeout: Duration,
-    /// `connect.max-retries` (default 3).
+    /// `connect.max-retries` (default 3): attempts after a failed one to
+    /// connect or to resume a lost connection, with doubling waits.
     pub connect_max_retries: u32,
     /// `heartbeat.interval` (default 30 s).
     pub heartbeat_interval: Duration,

@@ -274,6 +274,23 @@ pub(crate) struct RowDecoder {
     /// The schema whose row layout the decoded rows follow.
     pub schema: Arc<TableSchema>,
     cols: Box<[Col]>,
+    /// The primary key's column when the key is one signed-range integer
+    /// column (the chunk key of the snapshot), read by the keyed decoding.
+    key_col: Option<usize>,
+}
+
+/// What to do with one decoded row change, decided from the keys of its
+/// rows (see [`RowDecoder::decode_event_keyed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Keyed {
+    /// Deliver the change as it is.
+    Keep,
+    /// Drop it.
+    Skip,
+    /// An update whose new key is not wanted: deliver only the delete of its before image.
+    DeleteBefore,
+    /// An update whose old key is not wanted: deliver only the insert of its after image.
+    InsertAfter,
 }
 
 /// Reusable per-source scratch space for values that need conversion (SET
@@ -458,10 +475,56 @@ impl RowDecoder {
             }
             cols.push(col);
         }
+        let key_col = match info.schema.primary_key() {
+            [k] => Some(usize::from(*k)).filter(|&k| {
+                matches!(
+                    cols.get(k),
+                    Some(Col::Int {
+                        out: IntOut::I64,
+                        ..
+                    })
+                )
+            }),
+            _ => None,
+        };
         Ok(RowDecoder {
             schema: Arc::clone(&info.schema),
             cols: cols.into_boxed_slice(),
+            key_col,
         })
+    }
+
+    /// As [`Self::decode_event`], but each row change is delivered as
+    /// `filter` decides from the keys of its before and after images
+    /// (`None` for an image the change has not, or a NULL key).
+    #[allow(clippy::too_many_arguments)] // decode_event's, plus the filter
+    pub(crate) fn decode_event_keyed(
+        &self,
+        event_type: u8,
+        data: &[u8],
+        batch: &mut EventBatch,
+        slot: TableSlot,
+        skip: u64,
+        scratch: &mut Scratch,
+        filter: &mut dyn FnMut(Option<i64>, Option<i64>) -> Keyed,
+    ) -> Result<u64, SourceError> {
+        self.decode_inner(event_type, data, batch, slot, skip, scratch, Some(filter))
+            .map_err(|e| self.failure(e))
+    }
+
+    fn failure(&self, e: DecodeFailure) -> SourceError {
+        match e {
+            DecodeFailure::Malformed(m) => {
+                SourceError::Decode(format!("rows event of table {}: {}", self.schema.id(), m.0))
+            }
+            DecodeFailure::Column(i, what) => SourceError::Decode(format!(
+                "rows event of table {}, column {}: {}",
+                self.schema.id(),
+                self.schema.columns()[i].name,
+                what
+            )),
+            DecodeFailure::Other(e) => e,
+        }
     }
 
     /// Decodes every row of a rows event body (post-header included) into
@@ -477,23 +540,11 @@ impl RowDecoder {
         skip: u64,
         scratch: &mut Scratch,
     ) -> Result<u64, SourceError> {
-        self.decode_inner(event_type, data, batch, slot, skip, scratch)
-            .map_err(|e| match e {
-                DecodeFailure::Malformed(m) => SourceError::Decode(format!(
-                    "rows event of table {}: {}",
-                    self.schema.id(),
-                    m.0
-                )),
-                DecodeFailure::Column(i, what) => SourceError::Decode(format!(
-                    "rows event of table {}, column {}: {}",
-                    self.schema.id(),
-                    self.schema.columns()[i].name,
-                    what
-                )),
-                DecodeFailure::Other(e) => e,
-            })
+        self.decode_inner(event_type, data, batch, slot, skip, scratch, None)
+            .map_err(|e| self.failure(e))
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn decode_inner(
         &self,
         event_type: u8,
@@ -502,7 +553,9 @@ impl RowDecoder {
         slot: TableSlot,
         skip: u64,
         scratch: &mut Scratch,
+        mut filter: Option<&mut dyn FnMut(Option<i64>, Option<i64>) -> Keyed>,
     ) -> Result<u64, DecodeFailure> {
+        let key_col = if filter.is_some() { self.key_col } else { None };
         let mut c = Cursor::new(data);
         c.take(6 + 2)?; // table id, flags
         let v2 = matches!(
@@ -533,11 +586,21 @@ impl RowDecoder {
         let present_after_count = count_ones(present_after, count);
         let mut rows = 0u64;
         while c.remaining() > 0 {
-            let before_or_only =
-                self.decode_row(&mut c, present, present_count, batch, slot, scratch)?;
+            let mut key = None;
+            let before_or_only = self.decode_row(
+                &mut c,
+                present,
+                present_count,
+                batch,
+                slot,
+                scratch,
+                key_col,
+                &mut key,
+            )?;
             let change = rows;
             rows += 1;
             if is_update {
+                let mut after_key = None;
                 let after = self.decode_row(
                     &mut c,
                     present_after,
@@ -545,26 +608,42 @@ impl RowDecoder {
                     batch,
                     slot,
                     scratch,
+                    key_col,
+                    &mut after_key,
                 )?;
                 if change >= skip {
-                    batch.push_update(slot, before_or_only, after);
+                    match filter.as_mut().map_or(Keyed::Keep, |f| f(key, after_key)) {
+                        Keyed::Keep => batch.push_update(slot, before_or_only, after),
+                        Keyed::DeleteBefore => batch.push_delete(slot, before_or_only),
+                        Keyed::InsertAfter => batch.push_insert(slot, after),
+                        Keyed::Skip => {}
+                    }
                 }
                 continue;
             }
             if change < skip {
                 continue;
             }
-            match event_type {
-                rows_event::WRITE_V1 | rows_event::WRITE_V2 => {
-                    batch.push_insert(slot, before_or_only)
+            let insert = matches!(event_type, rows_event::WRITE_V1 | rows_event::WRITE_V2);
+            if let Some(f) = filter.as_mut() {
+                let keyed = if insert { f(None, key) } else { f(key, None) };
+                if keyed == Keyed::Skip {
+                    continue;
                 }
-                _ => batch.push_delete(slot, before_or_only),
+            }
+            if insert {
+                batch.push_insert(slot, before_or_only)
+            } else {
+                batch.push_delete(slot, before_or_only)
             }
         }
         Ok(rows)
     }
 
+    /// Decodes one row image; with `key_col` set, also reads that
+    /// column's integer into `key` (left `None` when absent or NULL).
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     fn decode_row(
         &self,
         c: &mut Cursor<'_>,
@@ -573,6 +652,8 @@ impl RowDecoder {
         batch: &mut EventBatch,
         slot: TableSlot,
         scratch: &mut Scratch,
+        key_col: Option<usize>,
+        key: &mut Option<i64>,
     ) -> Result<crate::row::RowHandle, DecodeFailure> {
         let nulls = c.take(present_count.div_ceil(8))?;
         let mut w = batch.row_writer(slot);
@@ -585,6 +666,20 @@ impl RowDecoder {
             image_index += 1;
             if null {
                 continue;
+            }
+            if key_col == Some(i) {
+                if let Col::Int { bytes, signed, .. } = *col {
+                    let mut peek = Cursor {
+                        bytes: c.bytes,
+                        at: c.at,
+                    };
+                    let raw = peek.le(usize::from(bytes))?;
+                    *key = Some(if signed {
+                        sign_extend(raw, bytes)
+                    } else {
+                        raw as i64
+                    });
+                }
             }
             decode_value(col, c, &mut w, i, scratch).map_err(|e| match e {
                 DecodeFailure::Malformed(m) => DecodeFailure::Column(i, m.0),

@@ -1,6 +1,16 @@
-//! The MySQL/MariaDB source: a consistent snapshot of the captured tables,
-//! then the row-based binary log over the replication protocol, as change
-//! events in the pipeline's compact rows.
+//! The MySQL/MariaDB source: a snapshot of the captured tables (chunked by
+//! integer primary key and resumable, see `chunks`), then the row-based
+//! binary log over the replication protocol, as change events in the
+//! pipeline's compact rows.
+//!
+//! Connection loss: every connection is made with `connect.timeout` per
+//! attempt and up to `connect.max-retries` more attempts, waits doubling
+//! from [`RECONNECT_BACKOFF_MIN`] to [`RECONNECT_BACKOFF_MAX`], each failed
+//! attempt logged. A binlog connection lost mid-stream resumes at the last
+//! position handed out; a snapshot chunk is read again on a new connection;
+//! a table read whole in one consistent view cannot continue elsewhere and
+//! fails the run (a rerun resumes at that table). The final error names
+//! `host:port` and the last cause.
 //!
 //! Protocol choice: `mysql_async` (with `mysql_common`) does the connection,
 //! authentication (native password, caching_sha2, ed25519 via features), text
@@ -37,6 +47,7 @@
 //! `skip-events`. `timestamp` mode reads from the oldest binlog and skips
 //! transactions that started before the timestamp.
 
+mod chunks;
 mod coltype;
 mod ddl;
 mod decode;
@@ -63,17 +74,20 @@ use crate::source::{
     StartupMode, IDLE_RETURN_MAX,
 };
 
+use chunks::{ChunkRead, PlanTable, Progress, Read, SnapshotFilter, TableMarks};
+use decode::Keyed;
 use decode::{rows_event, RowDecoder, Scratch, TableMap};
 use schema_cache::SchemaCache;
-use snapshot::{Chunk, SnapshotTable};
+use snapshot::SnapshotTable;
 
 /// Name under which binlog positions are stored: `file \t pos \t skip-rows \t
 /// hex(schemas)`, the schemas being the captured tables' definitions in force
 /// at the position (see [`SchemaCache::to_ddl`]).
 const BINLOG_POSITION_SOURCE: &str = "mysql-binlog";
 
-/// Name under which snapshot progress positions are stored (a restarted
-/// snapshot starts over: its rows are inserts, re-delivered at least once).
+/// Name under which snapshot progress positions are stored: the finished
+/// tables and chunks with their watermarks (`chunks::Progress`); a restarted
+/// snapshot continues after them. Empty data (older versions): start over.
 const SNAPSHOT_POSITION_SOURCE: &str = "mysql-snapshot";
 
 /// Smallest server id picked when `server-id` is not configured.
@@ -178,14 +192,43 @@ async fn binary_logs(conn: &mut Conn) -> Result<Vec<String>, SourceError> {
 }
 
 enum Phase {
-    /// Reading the snapshot; then the binlog from `then` (initial) or the end (snapshot).
-    Snapshot {
-        rx: tokio::sync::mpsc::Receiver<Chunk>,
-        tables: Vec<SnapshotTable>,
-        then: Option<(String, u64)>,
-    },
+    /// Reading the snapshot; then the binlog (initial) or the end (snapshot).
+    Snapshot(Box<SnapshotState>),
     Binlog,
     Done,
+}
+
+/// The snapshot phase's state (see `chunks`).
+struct SnapshotState {
+    rx: tokio::sync::mpsc::Receiver<Read>,
+    /// The tables still to read, in order, and their converters.
+    plan: Vec<PlanTable>,
+    tables: Vec<SnapshotTable>,
+    /// `initial` mode: the binlog follows the snapshot.
+    initial: bool,
+    /// Finished tables and chunks (what positions record).
+    progress: Progress,
+    /// The chunk being delivered.
+    draining: Option<Draining>,
+    /// Where backfill events are decoded to find the keys they touch.
+    scratch_batch: EventBatch,
+}
+
+/// A chunk being delivered as inserts of its rows as of its high
+/// watermark: the rows whose keys no backfill event touches, then, for each
+/// touched key in its range that exists at the high watermark, the after
+/// image of its last change.
+struct Draining {
+    chunk: Box<ChunkRead>,
+    next_row: usize,
+    next_event: usize,
+    /// Row changes of the backfill events delivered so far (in the order
+    /// of `chunk.events`, every row change counted).
+    next_change: u64,
+    /// Per touched key in range: the index of the row change whose after
+    /// image is its state at the high watermark; None: absent then.
+    last_change: HashMap<i64, Option<u64>>,
+    decoder: Option<RowDecoder>,
 }
 
 struct MySqlSource {
@@ -234,6 +277,9 @@ struct MySqlSource {
     checksum_len: usize,
     /// What the progress lines show (updated once per batch).
     progress: SourceProgress,
+    /// While the binlog phase is inside the snapshot's watermarks: what it
+    /// skips (see `chunks`).
+    filter: Option<SnapshotFilter>,
     /// Source time of the last event read (seconds since 1970; 0: none yet).
     last_event_time: u32,
     /// The binlog head last asked for, and when.
@@ -308,6 +354,7 @@ impl MySqlSource {
             checksum_len: 4,
             schemas_hex: String::new(),
             progress: SourceProgress::default(),
+            filter: None,
             last_event_time: 0,
             head: None,
             head_asked: None,
@@ -320,15 +367,25 @@ impl MySqlSource {
                 source: ref kind,
                 ref data,
             }) if kind == BINLOG_POSITION_SOURCE => {
-                let (b, schemas) = decode_position(data)?;
+                let (b, schemas, filter) = decode_position(data)?;
                 source.cache = SchemaCache::from_ddl(&schemas, &source.config.tables)?;
                 source.schemas_changed();
+                source.filter = filter;
                 Some(b)
             }
-            Some(SourcePosition::Opaque { ref source, .. })
-                if source == SNAPSHOT_POSITION_SOURCE =>
-            {
-                None
+            Some(SourcePosition::Opaque {
+                source: ref kind,
+                ref data,
+            }) if kind == SNAPSHOT_POSITION_SOURCE => {
+                let progress = Progress::decode(data)?;
+                let initial = !matches!(source.config.startup, StartupMode::Snapshot);
+                tracing::info!(
+                    "resuming the snapshot: {} tables started before, {} finished",
+                    progress.tables.len(),
+                    progress.tables.iter().filter(|(_, m)| m.done()).count()
+                );
+                source.start_snapshot(initial, progress)?;
+                return Ok(source);
             }
             Some(other) => {
                 return Err(SourceError::Config(format!(
@@ -347,7 +404,7 @@ impl MySqlSource {
         match source.config.startup.clone() {
             StartupMode::Initial | StartupMode::Snapshot => {
                 let initial = matches!(source.config.startup, StartupMode::Initial);
-                source.start_snapshot(initial).await?;
+                source.start_snapshot(initial, Progress::default())?;
             }
             StartupMode::EarliestOffset => {
                 let logs = binary_logs(&mut conn).await?;
@@ -406,25 +463,50 @@ impl MySqlSource {
         Ok(source)
     }
 
-    async fn start_snapshot(&mut self, initial: bool) -> Result<(), SourceError> {
-        let mut conn = connect(&self.opts, &self.config, &self.stop).await?;
-        let position = snapshot::begin(&mut conn, self.mariadb).await?;
+    /// Plans the snapshot (tables in order, chunked by an integer key or
+    /// read whole, minus what `progress` has finished) and starts its reader.
+    fn start_snapshot(&mut self, initial: bool, mut progress: Progress) -> Result<(), SourceError> {
         let mut ids: Vec<TableId> = self.cache.tables.keys().cloned().collect();
         ids.sort();
-        let tables = ids
-            .iter()
-            .map(|id| SnapshotTable::new(&self.cache.tables[id]))
-            .collect();
-        let (tx, rx) = snapshot::channel();
-        let fetch = usize::try_from(self.config.snapshot_fetch_size.max(1)).unwrap_or(1024);
-        tokio::spawn(snapshot::read_tables(conn, ids, fetch, tx));
-        self.file = position.0.clone();
-        self.next_pos = position.1;
-        self.phase = Phase::Snapshot {
-            rx,
-            tables,
-            then: initial.then_some(position),
+        let mut plan = Vec::new();
+        let mut tables = Vec::new();
+        for id in ids {
+            let info = &self.cache.tables[&id];
+            let key = int_key(info);
+            let resume_after = match progress.get(&id) {
+                Some(marks) if marks.done() => continue,
+                Some(marks @ TableMarks::Chunks { .. }) if key.is_some() => marks.next_lo(),
+                _ => None,
+            };
+            if resume_after.is_none() {
+                // Started over: what an earlier run recorded no longer holds.
+                progress.tables.retain(|(t, _)| *t != id);
+            }
+            tables.push(SnapshotTable::new(info));
+            plan.push(PlanTable {
+                id,
+                key,
+                resume_after,
+            });
+        }
+        let (tx, rx) = chunks::channel();
+        let reader = chunks::ReaderConfig {
+            opts: self.opts.clone(),
+            config: self.config.clone(),
+            stop: self.stop.clone(),
+            mariadb: self.mariadb,
+            server_id: self.server_id,
         };
+        tokio::spawn(chunks::read(reader, plan.clone(), tx));
+        self.phase = Phase::Snapshot(Box::new(SnapshotState {
+            rx,
+            plan,
+            tables,
+            initial,
+            progress,
+            draining: None,
+            scratch_batch: EventBatch::default(),
+        }));
         Ok(())
     }
 
@@ -541,10 +623,17 @@ impl MySqlSource {
             Some((file, pos)) => (file.clone(), *pos, self.tx_rows.max(self.skip_rows)),
             None => (self.file.clone(), self.next_pos, 0),
         };
-        let mut data = String::with_capacity(file.len() + 48 + self.schemas_hex.len());
+        let filter_text = self.filter.as_ref().map_or("", |f| f.text.as_str());
+        let mut data =
+            String::with_capacity(file.len() + 48 + self.schemas_hex.len() + filter_text.len());
         data.push_str(&file);
         let _ = write!(data, "\t{pos}\t{skip_rows}\t");
         data.push_str(&self.schemas_hex);
+        if !filter_text.is_empty() {
+            // The snapshot's skip rule, until the binlog passes its watermarks.
+            data.push('\t');
+            data.push_str(filter_text);
+        }
         SourcePosition::Opaque {
             source: BINLOG_POSITION_SOURCE.into(),
             data,
@@ -566,7 +655,7 @@ impl MySqlSource {
     /// a failed ask only leaves the head unknown) and the bytes behind it.
     async fn report_progress(&mut self) {
         let phase = match self.phase {
-            Phase::Snapshot { .. } => "snapshot",
+            Phase::Snapshot(_) => "snapshot",
             Phase::Binlog => "binlog",
             Phase::Done => "done",
         };
@@ -622,7 +711,7 @@ impl MySqlSource {
     }
 
     async fn next_batch(&mut self, batch: &mut EventBatch) -> Result<Poll, SourceError> {
-        if let Phase::Snapshot { .. } = self.phase {
+        if let Phase::Snapshot(_) = self.phase {
             return self.snapshot_batch(batch).await;
         }
         if let Phase::Done = self.phase {
@@ -761,54 +850,113 @@ impl MySqlSource {
         }
     }
 
-    async fn snapshot_batch(&mut self, batch: &mut EventBatch) -> Result<Poll, SourceError> {
-        let Phase::Snapshot { rx, tables, then } = &mut self.phase else {
-            return Ok(Poll::Ready);
-        };
-        let position = SourcePosition::Opaque {
+    /// The snapshot's position: its progress.
+    fn snapshot_position(progress: &Progress) -> SourcePosition {
+        SourcePosition::Opaque {
             source: SNAPSHOT_POSITION_SOURCE.into(),
-            data: String::new(),
-        };
+            data: progress.encode(),
+        }
+    }
+
+    async fn snapshot_batch(&mut self, batch: &mut EventBatch) -> Result<Poll, SourceError> {
         let deadline = Instant::now() + IDLE_RETURN_MAX;
-        while !batch.is_full() && !self.stop.is_raised() {
+        loop {
+            let Phase::Snapshot(state) = &mut self.phase else {
+                return Ok(Poll::Ready);
+            };
             let now = Instant::now();
-            if now >= deadline {
+            if batch.is_full() || self.stop.is_raised() || now >= deadline {
                 break;
+            }
+            if let Some(draining) = &mut state.draining {
+                if drain(draining, &state.tables, batch, &mut self.scratch)? {
+                    let chunk = &draining.chunk;
+                    let id = &state.plan[chunk.table].id;
+                    let marks = match state.progress.tables.iter().position(|(t, _)| t == id) {
+                        Some(i) => &mut state.progress.tables[i].1,
+                        None => {
+                            state.progress.tables.push((
+                                id.clone(),
+                                TableMarks::Chunks {
+                                    runs: Vec::new(),
+                                    done: false,
+                                },
+                            ));
+                            &mut state.progress.tables.last_mut().expect("just pushed").1
+                        }
+                    };
+                    marks.push_chunk(chunk.hi, chunk.high.clone());
+                    state.draining = None;
+                }
+                continue;
             }
             // Bounded wait, so a slow server never holds the runtime past
             // IDLE_RETURN_MAX (the reader task keeps its place meanwhile).
-            let Ok(next) = tokio::time::timeout(deadline - now, rx.recv()).await else {
+            let Ok(next) = tokio::time::timeout(deadline - now, state.rx.recv()).await else {
                 break;
             };
             match next {
-                Some(Chunk::Rows(table, rows)) => {
-                    let table = &tables[table];
+                Some(Read::Rows(table, rows)) => {
+                    let table = &state.tables[table];
                     for row in &rows {
                         table.push_row(row, batch)?;
                     }
                 }
-                Some(Chunk::Failed(e)) => return Err(e),
+                Some(Read::WholeDone(table, at)) => {
+                    let id = state.plan[table].id.clone();
+                    state.progress.tables.push((id, TableMarks::Whole(at)));
+                }
+                Some(Read::Chunk(chunk)) => {
+                    let info = &self.cache.tables[&state.plan[chunk.table].id];
+                    state.draining = Some(Draining::new(
+                        chunk,
+                        info,
+                        &mut state.scratch_batch,
+                        &mut self.scratch,
+                    )?);
+                }
+                Some(Read::Failed(e)) => return Err(e),
+                Some(Read::Done) => return self.finish_snapshot(batch).await,
+                None if self.stop.is_raised() => break,
                 None => {
-                    // Snapshot complete.
-                    match then.take() {
-                        Some((file, pos)) => {
-                            self.file = file;
-                            self.next_pos = pos;
-                            let conn = connect(&self.opts, &self.config, &self.stop).await?;
-                            self.start_binlog(conn).await?;
-                            batch.set_position(self.position());
-                            return Ok(Poll::Ready);
-                        }
-                        None => {
-                            self.phase = Phase::Done;
-                            batch.set_position(position);
-                            return Ok(Poll::End);
-                        }
-                    }
+                    return Err(SourceError::Database(
+                        "the snapshot reader stopped without finishing or reporting why".into(),
+                    ))
                 }
             }
         }
-        batch.set_position(position);
+        if let Phase::Snapshot(state) = &self.phase {
+            batch.set_position(Self::snapshot_position(&state.progress));
+        }
+        Ok(Poll::Ready)
+    }
+
+    /// Every table is read: the end (`snapshot` mode), or the binlog from
+    /// the lowest watermark with the snapshot's skip rule.
+    async fn finish_snapshot(&mut self, batch: &mut EventBatch) -> Result<Poll, SourceError> {
+        let Phase::Snapshot(state) = std::mem::replace(&mut self.phase, Phase::Done) else {
+            return Ok(Poll::End);
+        };
+        if !state.initial {
+            batch.set_position(Self::snapshot_position(&state.progress));
+            return Ok(Poll::End);
+        }
+        let mut conn = connect(&self.opts, &self.config, &self.stop).await?;
+        let start = match state.progress.lowest() {
+            Some(w) => (w.file, w.pos),
+            None => master_status(&mut conn).await?,
+        };
+        self.file = start.0;
+        self.next_pos = start.1;
+        self.filter = SnapshotFilter::new(&state.progress);
+        tracing::info!(
+            "snapshot complete ({} tables); reading the binlog from {} {}",
+            state.progress.tables.len(),
+            self.file,
+            self.next_pos
+        );
+        self.start_binlog(conn).await?;
+        batch.set_position(self.position());
         Ok(Poll::Ready)
     }
 
@@ -854,9 +1002,22 @@ impl MySqlSource {
                 if self.skipping(header.timestamp()) {
                     // before the start timestamp
                 } else if let Some(decoder) = self.decoders.get(&table_id(data)) {
+                    if self.filter.as_ref().is_some_and(|f| !f.until.after(&self.file, start_pos)) {
+                        // Past every watermark: the snapshot's skip rule is done.
+                        self.filter = None;
+                    }
                     let slot = batch.table_slot(&decoder.schema);
                     let skip = self.skip_rows.saturating_sub(self.tx_rows);
-                    let rows = decoder.decode_event(kind, data, batch, slot, skip, &mut self.scratch)?;
+                    let marks = self.filter.as_ref().and_then(|f| f.marks(decoder.schema.id()));
+                    let rows = match marks {
+                        None => decoder.decode_event(kind, data, batch, slot, skip, &mut self.scratch)?,
+                        Some(marks) => {
+                            let file = self.file.as_str();
+                            decoder.decode_event_keyed(kind, data, batch, slot, skip, &mut self.scratch, &mut |before, after| {
+                                chunks::keyed_by_marks(marks, file, start_pos, before, after)
+                            })?
+                        }
+                    };
                     self.tx_rows += rows;
                 }
             }
@@ -1002,9 +1163,120 @@ impl MySqlSource {
     }
 }
 
+/// The integer primary-key column (index, name) a table is chunked by, if
+/// its key is one column of an integer type that reads as `i64`.
+fn int_key(info: &schema_cache::TableInfo) -> Option<(usize, String)> {
+    use crate::types::DataType;
+    let [k] = info.schema.primary_key() else {
+        return None;
+    };
+    let k = usize::from(*k);
+    let column = info.schema.columns().get(k)?;
+    let base = info.types.get(k)?.base;
+    // The binlog decoder reads the same columns' keys (`RowDecoder`'s key
+    // column): integer bases stored as BIGINT-range values, not YEAR/BOOLEAN.
+    (matches!(
+        column.data_type,
+        DataType::TinyInt | DataType::SmallInt | DataType::Int | DataType::BigInt
+    ) && matches!(
+        base,
+        coltype::Base::TinyInt
+            | coltype::Base::SmallInt
+            | coltype::Base::MediumInt
+            | coltype::Base::Int
+            | coltype::Base::BigInt
+    ))
+    .then(|| (k, column.name.to_string()))
+}
+
+impl Draining {
+    /// Prepares the delivery of `chunk`: replays its backfill events over
+    /// the keys in its range, finding each touched key's last change (its
+    /// snapshot row gives way to that change's after image, or to nothing).
+    fn new(
+        chunk: Box<ChunkRead>,
+        info: &schema_cache::TableInfo,
+        scratch_batch: &mut EventBatch,
+        scratch: &mut Scratch,
+    ) -> Result<Draining, SourceError> {
+        let mut last_change = HashMap::new();
+        let mut decoder = None;
+        if let Some(map) = &chunk.table_map {
+            let d = RowDecoder::new(&TableMap::parse(map)?, info)?;
+            let mut n = 0u64;
+            for (kind, data) in &chunk.events {
+                scratch_batch.clear();
+                let slot = scratch_batch.table_slot(&d.schema);
+                d.decode_event_keyed(*kind, data, scratch_batch, slot, 0, scratch, &mut |b, a| {
+                    if let Some(k) = b.filter(|&k| chunk.covers(k)) {
+                        last_change.insert(k, None);
+                    }
+                    if let Some(k) = a.filter(|&k| chunk.covers(k)) {
+                        last_change.insert(k, Some(n));
+                    }
+                    n += 1;
+                    Keyed::Skip
+                })?;
+            }
+            decoder = Some(d);
+        }
+        Ok(Draining {
+            chunk,
+            next_row: 0,
+            next_event: 0,
+            next_change: 0,
+            last_change,
+            decoder,
+        })
+    }
+}
+
+/// Delivers what fits of a chunk into `batch`; true once all of it is.
+fn drain(
+    d: &mut Draining,
+    tables: &[SnapshotTable],
+    batch: &mut EventBatch,
+    scratch: &mut Scratch,
+) -> Result<bool, SourceError> {
+    let table = &tables[d.chunk.table];
+    while d.next_row < d.chunk.rows.len() {
+        if batch.is_full() {
+            return Ok(false);
+        }
+        let i = d.next_row;
+        d.next_row += 1;
+        if d.last_change.is_empty() || !d.last_change.contains_key(&d.chunk.keys[i]) {
+            table.push_row(&d.chunk.rows[i], batch)?;
+        }
+    }
+    if let Some(decoder) = &d.decoder {
+        while d.next_event < d.chunk.events.len() {
+            if batch.is_full() {
+                return Ok(false);
+            }
+            let (kind, data) = &d.chunk.events[d.next_event];
+            d.next_event += 1;
+            let slot = batch.table_slot(&decoder.schema);
+            let (last_change, n) = (&d.last_change, &mut d.next_change);
+            decoder.decode_event_keyed(*kind, data, batch, slot, 0, scratch, &mut |b, a| {
+                let is_last = a.is_some_and(|k| last_change.get(&k) == Some(&Some(*n)));
+                *n += 1;
+                match (is_last, b) {
+                    (false, _) => Keyed::Skip,
+                    (true, None) => Keyed::Keep,
+                    (true, Some(_)) => Keyed::InsertAfter,
+                }
+            })?;
+        }
+    }
+    Ok(true)
+}
+
 /// Reads a [`BINLOG_POSITION_SOURCE`] position: the binlog position and the
 /// schema DDL text stored with it.
-fn decode_position(data: &str) -> Result<(BinlogPosition, String), SourceError> {
+fn decode_position(
+    data: &str,
+) -> Result<(BinlogPosition, String, Option<SnapshotFilter>), SourceError> {
     let bad = || {
         SourceError::Config(format!(
             "stored {BINLOG_POSITION_SOURCE} position is not file\\tpos\\tskip\\tschemas: {:?}",
@@ -1016,6 +1288,10 @@ fn decode_position(data: &str) -> Result<(BinlogPosition, String), SourceError> 
     let pos = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
     let skip_rows = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
     let hex = parts.next().ok_or_else(bad)?.as_bytes();
+    let filter = match parts.next() {
+        Some(text) => SnapshotFilter::from_text(text)?,
+        None => None,
+    };
     if hex.len() % 2 != 0 {
         return Err(bad());
     }
@@ -1034,6 +1310,7 @@ fn decode_position(data: &str) -> Result<(BinlogPosition, String), SourceError> 
             skip_rows,
         },
         schemas,
+        filter,
     ))
 }
 

@@ -1,43 +1,30 @@
-//! The snapshot phase: one consistent read of every captured table inside a
-//! `START TRANSACTION WITH CONSISTENT SNAPSHOT`, together with the binlog
-//! position that transaction saw, so the binlog phase continues exactly where
-//! the snapshot's view ends (no gap, no duplicate).
+//! Snapshot reading shared by the chunked and the whole-table reads (see
+//! `chunks`): the consistent view a table without an integer key is read
+//! in (`START TRANSACTION WITH CONSISTENT SNAPSHOT` and the binlog position
+//! that view corresponds to), and the converter of snapshot rows.
 //!
 //! MariaDB reports that position for the open snapshot itself
 //! (`binlog_snapshot_file` / `binlog_snapshot_position`), so no global lock
 //! is taken; on MySQL the position is read under a short
 //! `FLUSH TABLES WITH READ LOCK`.
 //!
-//! A reader task streams each table's rows in chunks of
-//! `scan.snapshot.fetch.size` over a bounded channel; the source converts the
-//! text-protocol values with a converter prepared once per table.
+//! The source converts the binary-protocol values with a converter prepared
+//! once per table.
 
 use std::sync::Arc;
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Row, Value};
-use tokio::sync::mpsc;
 
 use crate::event::EventBatch;
 use crate::row::RowWriter;
-use crate::schema::{TableId, TableSchema};
+use crate::schema::TableSchema;
 use crate::source::SourceError;
 use crate::types::DataType;
 
 use super::coltype::{Base, MySqlType};
-use super::schema_cache::{quote_ident, TableInfo};
+use super::schema_cache::TableInfo;
 use super::temporal;
-
-/// Chunks buffered between the reader task and the source: enough to overlap
-/// the server's sending with our converting, small enough to bound memory at
-/// a few fetch sizes of rows.
-const SNAPSHOT_CHANNEL_CHUNKS: usize = 4;
-
-/// A chunk of rows of one table, or the end of the snapshot.
-pub(crate) enum Chunk {
-    Rows(usize, Vec<Row>),
-    Failed(SourceError),
-}
 
 /// Starts the consistent snapshot on `conn` and returns the binlog position it
 /// corresponds to.
@@ -95,70 +82,6 @@ pub(crate) async fn begin(
     }
 }
 
-/// Reads every table in `tables` on `conn` (inside the snapshot transaction)
-/// and sends chunks of `fetch_size` rows, tagged with the table's index.
-pub(crate) async fn read_tables(
-    mut conn: mysql_async::Conn,
-    tables: Vec<TableId>,
-    fetch_size: usize,
-    tx: mpsc::Sender<Chunk>,
-) {
-    for (index, id) in tables.iter().enumerate() {
-        let sql = format!(
-            "SELECT * FROM {}.{}",
-            quote_ident(id.database()),
-            quote_ident(id.table())
-        );
-        // The binary protocol: numbers and temporal values arrive as typed
-        // values instead of one allocated string each.
-        let mut result = match conn.exec_iter(sql, ()).await {
-            Ok(r) => r,
-            Err(e) => {
-                let _ = tx
-                    .send(Chunk::Failed(SourceError::Database(format!(
-                        "snapshot of {id}: {e}"
-                    ))))
-                    .await;
-                return;
-            }
-        };
-        let mut chunk = Vec::with_capacity(fetch_size);
-        loop {
-            match result.next().await {
-                Ok(Some(row)) => {
-                    chunk.push(row);
-                    if chunk.len() >= fetch_size {
-                        let full = std::mem::replace(&mut chunk, Vec::with_capacity(fetch_size));
-                        if tx.send(Chunk::Rows(index, full)).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    let _ = tx
-                        .send(Chunk::Failed(SourceError::Database(format!(
-                            "snapshot of {id}: {e}"
-                        ))))
-                        .await;
-                    return;
-                }
-            }
-        }
-        drop(result);
-        if !chunk.is_empty() && tx.send(Chunk::Rows(index, chunk)).await.is_err() {
-            return;
-        }
-    }
-    let _ = conn.query_drop("COMMIT").await;
-    let _ = conn.disconnect().await;
-}
-
-/// The channel the reader task fills.
-pub(crate) fn channel() -> (mpsc::Sender<Chunk>, mpsc::Receiver<Chunk>) {
-    mpsc::channel(SNAPSHOT_CHANNEL_CHUNKS)
-}
-
 /// How one column's text value is converted.
 #[derive(Clone, Copy, Debug)]
 enum Conv {
@@ -200,6 +123,16 @@ impl SnapshotTable {
 
     /// Appends one row as an insert.
     pub(crate) fn push_row(&self, row: &Row, batch: &mut EventBatch) -> Result<(), SourceError> {
+        if row.len() != self.convs.len() {
+            return Err(SourceError::Unsupported(format!(
+                "snapshot of {}: rows have {} columns, the schema read at start {}; the table \
+                 was altered while its snapshot ran (DDL during the snapshot is not supported: \
+                 run the pipeline again)",
+                self.schema.id(),
+                row.len(),
+                self.convs.len()
+            )));
+        }
         let slot = batch.table_slot(&self.schema);
         let mut w = batch.row_writer(slot);
         for (i, conv) in self.convs.iter().enumerate() {
