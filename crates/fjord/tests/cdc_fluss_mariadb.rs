@@ -2,7 +2,8 @@
 //! `sink: fluss` on a real `fjord server`, both child processes as a user
 //! runs them:
 //! - tables with and without primary keys and every column type, inserts,
-//!   updates (also of the key), deletes and DDL mid-stream: after each
+//!   updates (also of the key), deletes and DDL mid-stream (ADD COLUMN on
+//!   both kinds of table, with rows before and after): after each
 //!   `--until-current` run, every Fjord table (a KV scan of every bucket, or
 //!   every row of a log table) equals `SELECT *` of its MariaDB table,
 //!   value by value;
@@ -173,6 +174,10 @@ fn mariadb_tables_equal_their_fjord_tables_value_by_value_across_dml_and_ddl() {
          UPDATE shop.accounts SET owner = 'after drop' WHERE n % 10 = 3;
          INSERT INTO shop.visits VALUES (1, '/p1', '2024-01-01 00:00:00.001'),
                                         (1, '/p1', '2024-01-01 00:00:00.001'), (2, '/p2', NULL);
+         ALTER TABLE shop.visits ADD COLUMN ref VARCHAR(20);
+         INSERT INTO shop.visits VALUES (3, '/p3', NULL, 'ref a'), (3, '/p3', NULL, 'ref a'),
+                                        (4, '/p4', '2024-01-01 00:00:00.004', NULL);
+         INSERT INTO shop.visits (user_id, page) VALUES (5, '/p5');
          UPDATE shop.all_types SET i = 7, vc = 'updated' WHERE id % 2 = 0;
          UPDATE shop.all_types SET id = id + 100 WHERE id = 3;
          DELETE FROM shop.all_types WHERE id = 4;
@@ -188,11 +193,17 @@ fn mariadb_tables_equal_their_fjord_tables_value_by_value_across_dml_and_ddl() {
             all_types_values(id, id as u32 + 1)
         ));
     }
+    // The wide log table altered after its rows of every type.
+    sql.push_str(
+        "ALTER TABLE shop.all_types_log ADD COLUMN note VARCHAR(10);
+         INSERT INTO shop.all_types_log (id, note) VALUES (20, 'after'), (21, NULL);\n",
+    );
     db.sql(&sql);
     let summary = run_to_current(dir.path(), &yaml);
-    // Two columns added, one table created (a MODIFY to a wider VARCHAR and
-    // a DROP COLUMN change nothing in the sink table under lenient).
-    assert_eq!(summary["sink"]["schema_changes"], 3, "{summary}");
+    // Four columns added (two to a primary-key table, one to each log
+    // table), one table created (a MODIFY to a wider VARCHAR and a DROP
+    // COLUMN change nothing in the sink table under lenient).
+    assert_eq!(summary["sink"]["schema_changes"], 5, "{summary}");
     let tables = ["all_types", "all_types_log", "accounts", "visits", "late"];
     assert_same(&rt, &fjord, &db, &tables, "after DML and DDL");
 
