@@ -20,6 +20,16 @@
 //! Every answer with records is noted per bucket, so a fetcher that keeps
 //! asking for an offset it was already sent records at is logged
 //! ([`fetch_progress`]).
+//!
+//! Filter (Fluss 1.0's `filter_predicate` + `filter_schema_id`, never sent
+//! by 0.9.1 clients): before projecting, a batch whose statistics block
+//! proves no row can match the predicate is left out
+//! (`fjord_format::statistics`; a batch without statistics is always
+//! kept). When batches were left out the bucket answers
+//! `filtered_end_offset`, the offset after the last batch scanned, from
+//! which the client continues; a read whose batches were all left out reads
+//! on, up to [`FILTER_SCAN_BYTES_MAX`], so a selective scan needs few round
+//! trips.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -28,7 +38,9 @@ use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
+use fjord_format::log_batch;
 use fjord_format::projection::{project_batches, ProjectionError, ProjectionPlan};
+use fjord_format::statistics::{self, LeafFunction, Predicate, StatValue};
 use fjord_proto::messages as pb;
 use tokio::time::Instant;
 
@@ -44,6 +56,22 @@ use super::fetch_progress;
 /// "the log start offset", sent by clients subscribed at `EARLIEST_OFFSET`.
 const FETCH_FROM_EARLIEST_OFFSET: i64 = -2;
 
+/// Most stored bytes one bucket of one filtered fetch scans while every
+/// batch read is filtered out, before answering with only
+/// `filtered_end_offset`: bounds the request's work and latency.
+pub const FILTER_SCAN_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// Fluss's `PbPredicateType`: a leaf.
+const PB_PREDICATE_LEAF: i32 = 0;
+/// Fluss's `PbPredicateType`: a compound (AND / OR).
+const PB_PREDICATE_COMPOUND: i32 = 1;
+/// Fluss's `PbCompoundFunction.AND`.
+const PB_COMPOUND_AND: i32 = 0;
+/// Fluss's `PbCompoundFunction.OR`.
+const PB_COMPOUND_OR: i32 = 1;
+/// Deepest predicate tree accepted (protects the recursion).
+const PREDICATE_DEPTH_MAX: usize = 64;
+
 /// One bucket of the request, resolved once.
 struct BucketTarget {
     bucket_id: i32,
@@ -57,6 +85,7 @@ struct BucketTarget {
 struct TableTarget {
     table_id: i64,
     projection: Option<Result<Projection, ApiError>>,
+    filter: Option<Result<Filter, ApiError>>,
     buckets: Vec<BucketTarget>,
 }
 
@@ -133,6 +162,255 @@ impl Projection {
     }
 }
 
+/// A request's filter on one table: the predicate over table column
+/// indexes (columns are only ever added last, so an index names the same
+/// column in every schema that has it).
+struct Filter {
+    table: Arc<TableInfo>,
+    predicate: Predicate,
+}
+
+impl Filter {
+    /// Converts the wire predicate, whose field ids refer to schema
+    /// `schema_id` (the table's latest when absent).
+    fn new(
+        node: &Node,
+        table: &Arc<TableInfo>,
+        predicate: &pb::PbPredicate,
+        schema_id: Option<i32>,
+    ) -> Result<Self, ApiError> {
+        let id = schema_id.unwrap_or(table.schema_id);
+        let latest;
+        let schema = match table.schema_by_id(id) {
+            Some(s) => &s.schema,
+            None => {
+                latest = node.catalog.table_by_id(table.table_id);
+                &latest
+                    .as_ref()
+                    .and_then(|t| t.schema_by_id(id))
+                    .ok_or_else(|| {
+                        ApiError::new(
+                            ErrorCode::SchemaNotExist,
+                            format!(
+                                "filter schema id {id} does not exist for table {}",
+                                table.table_id
+                            ),
+                        )
+                    })?
+                    .schema
+            }
+        };
+        Ok(Self {
+            table: Arc::clone(table),
+            predicate: convert_predicate(schema, predicate, 0)?,
+        })
+    }
+
+    /// Leaves out the batches of `records` (whole batches, as read) whose
+    /// statistics rule the predicate out. `None` when every batch is kept
+    /// (the bytes go on untouched); else the kept batches and the offset
+    /// after the last batch scanned.
+    fn apply(&self, node: &Node, records: &Bytes) -> Option<(Bytes, i64)> {
+        let mut kept: Vec<std::ops::Range<usize>> = Vec::new();
+        let mut skipped_any = false;
+        let mut end_offset = 0i64;
+        let mut position = 0usize;
+        while position < records.len() {
+            let rest = &records[position..];
+            let Ok(Some((size, magic))) = log_batch::peek_size_and_magic(rest) else {
+                break;
+            };
+            let size = size.min(rest.len());
+            let batch = &rest[..size];
+            let skip = log_batch::layout(magic)
+                .filter(|l| size >= l.header_size)
+                .is_some_and(|layout| self.rules_out(node, layout, batch));
+            if let Some(layout) = log_batch::layout(magic).filter(|l| size >= l.header_size) {
+                let base = i64::from_le_bytes(batch[0..8].try_into().expect("8 bytes"));
+                let at = layout.last_offset_delta;
+                let delta = i32::from_le_bytes(batch[at..at + 4].try_into().expect("4 bytes"));
+                end_offset = base.saturating_add(i64::from(delta)).saturating_add(1);
+            }
+            if skip {
+                skipped_any = true;
+            } else {
+                match kept.last_mut() {
+                    Some(run) if run.end == position => run.end = position + size,
+                    _ => kept.push(position..position + size),
+                }
+            }
+            position += size;
+        }
+        if !skipped_any {
+            return None;
+        }
+        let bytes = match kept.as_slice() {
+            [] => Bytes::new(),
+            [one] => records.slice(one.clone()),
+            runs => {
+                let mut out = Vec::with_capacity(runs.iter().map(|r| r.len()).sum());
+                for run in runs {
+                    out.extend_from_slice(&records[run.clone()]);
+                }
+                Bytes::from(out)
+            }
+        };
+        Some((bytes, end_offset))
+    }
+
+    /// Whether the batch's statistics prove no row matches. A batch
+    /// without statistics, or whose block or schema cannot be read, is
+    /// kept.
+    fn rules_out(&self, node: &Node, layout: &log_batch::Layout, batch: &[u8]) -> bool {
+        let Some(at) = layout.statistics_length else {
+            return false;
+        };
+        let len = i32::from_le_bytes(batch[at..at + 4].try_into().expect("4 bytes"));
+        let Ok(len) = usize::try_from(len) else {
+            return false;
+        };
+        let Some(block) = batch.get(layout.header_size..layout.header_size + len) else {
+            return false;
+        };
+        if block.is_empty() {
+            return false;
+        }
+        let at = layout.schema_id;
+        let schema_id = i32::from(i16::from_le_bytes([batch[at], batch[at + 1]]));
+        let at = layout.record_count;
+        let records = i32::from_le_bytes(batch[at..at + 4].try_into().expect("4 bytes"));
+        let latest;
+        let schema = match self.table.schema_by_id(schema_id) {
+            Some(s) => &s.schema,
+            None => {
+                latest = node.catalog.table_by_id(self.table.table_id);
+                match latest.as_ref().and_then(|t| t.schema_by_id(schema_id)) {
+                    Some(s) => &s.schema,
+                    None => return false,
+                }
+            }
+        };
+        match statistics::parse_statistics(block, schema) {
+            Ok(stats) => !stats.may_match(&self.predicate, records),
+            Err(_) => false,
+        }
+    }
+}
+
+fn invalid_predicate(why: String) -> ApiError {
+    ApiError::new(ErrorCode::InvalidScanRequest, why)
+}
+
+/// Fluss's `PbPredicate` as a [`Predicate`] over the column indexes of
+/// `schema` (field ids resolved to positions).
+fn convert_predicate(
+    schema: &fjord_format::Schema,
+    p: &pb::PbPredicate,
+    depth: usize,
+) -> Result<Predicate, ApiError> {
+    if depth > PREDICATE_DEPTH_MAX {
+        return Err(invalid_predicate(
+            "filter predicate nests too deep".to_owned(),
+        ));
+    }
+    match p.r#type {
+        PB_PREDICATE_COMPOUND => {
+            let c = p
+                .compound
+                .as_ref()
+                .ok_or_else(|| invalid_predicate("compound predicate without body".to_owned()))?;
+            let children = c
+                .children
+                .iter()
+                .map(|child| convert_predicate(schema, child, depth + 1))
+                .collect::<Result<Vec<_>, _>>()?;
+            match c.function {
+                PB_COMPOUND_AND => Ok(Predicate::And(children)),
+                PB_COMPOUND_OR => Ok(Predicate::Or(children)),
+                f => Err(invalid_predicate(format!("unknown compound function {f}"))),
+            }
+        }
+        PB_PREDICATE_LEAF => {
+            let leaf = p
+                .leaf
+                .as_ref()
+                .ok_or_else(|| invalid_predicate("leaf predicate without body".to_owned()))?;
+            let Some(column) = schema.columns().iter().position(|c| c.id == leaf.field_id) else {
+                return Err(invalid_predicate(format!(
+                    "filter field id {} is not in the schema",
+                    leaf.field_id
+                )));
+            };
+            let function = match leaf.function {
+                0 => LeafFunction::Equal,
+                1 => LeafFunction::NotEqual,
+                2 => LeafFunction::LessThan,
+                3 => LeafFunction::LessOrEqual,
+                4 => LeafFunction::GreaterThan,
+                5 => LeafFunction::GreaterOrEqual,
+                6 => LeafFunction::IsNull,
+                7 => LeafFunction::IsNotNull,
+                11 => LeafFunction::In,
+                8..=10 | 12 => LeafFunction::Other,
+                f => return Err(invalid_predicate(format!("unknown leaf function {f}"))),
+            };
+            let mut literals = Vec::with_capacity(leaf.literals.len());
+            for l in &leaf.literals {
+                match convert_literal(l) {
+                    Some(v) => literals.push(v),
+                    // A literal statistics cannot compare (BINARY, BYTES):
+                    // the leaf decides nothing.
+                    None => {
+                        return Ok(Predicate::Leaf {
+                            column,
+                            function: LeafFunction::Other,
+                            literals: Vec::new(),
+                        })
+                    }
+                }
+            }
+            Ok(Predicate::Leaf {
+                column,
+                function,
+                literals,
+            })
+        }
+        t => Err(invalid_predicate(format!("unknown predicate type {t}"))),
+    }
+}
+
+/// A literal in [`StatValue`] form: `Some(None)` for NULL, `None` for a
+/// type statistics do not cover.
+fn convert_literal(l: &pb::PbLiteralValue) -> Option<Option<StatValue>> {
+    if l.is_null {
+        return Some(None);
+    }
+    let value = match l.literal_type {
+        0 => StatValue::Bool(l.boolean_value?),
+        1..=3 | 10 | 11 => StatValue::Int(i64::from(l.int_value?)),
+        4 => StatValue::Int(l.bigint_value?),
+        5 => StatValue::Float(f64::from(l.float_value?)),
+        6 => StatValue::Float(l.double_value?),
+        7 | 8 => StatValue::Str(l.string_value.clone()?),
+        9 => match (&l.decimal_bytes, l.decimal_value) {
+            (Some(bytes), _) if !bytes.is_empty() && bytes.len() <= 16 => {
+                let fill = if bytes[0] & 0x80 != 0 { 0xff } else { 0 };
+                let mut full = [fill; 16];
+                full[16 - bytes.len()..].copy_from_slice(bytes);
+                StatValue::Decimal(i128::from_be_bytes(full))
+            }
+            (None, Some(v)) => StatValue::Decimal(i128::from(v)),
+            _ => return None,
+        },
+        12 | 13 => StatValue::Timestamp {
+            millis: l.timestamp_millis_value?,
+            nanos: l.timestamp_nano_of_millis_value.unwrap_or(0),
+        },
+        _ => return None,
+    };
+    Some(Some(value))
+}
+
 fn resolve(node: &Node, r: &pb::FetchLogRequest) -> Vec<TableTarget> {
     r.tables_req
         .iter()
@@ -183,9 +461,14 @@ fn resolve(node: &Node, r: &pb::FetchLogRequest) -> Vec<TableTarget> {
                     },
                 })
                 .collect();
+            let filter = t.filter_predicate.as_ref().map(|p| match &table {
+                None => Err(unknown_table(t.table_id)),
+                Some(info) => Filter::new(node, info, p, t.filter_schema_id),
+            });
             TableTarget {
                 table_id: t.table_id,
                 projection,
+                filter,
                 buckets,
             }
         })
@@ -242,14 +525,15 @@ fn project(
 }
 
 /// One pass over every bucket: returns the response, the record bytes in
-/// it, and whether any bucket failed.
+/// it, and whether any bucket failed or answered a `filtered_end_offset`.
 async fn read_all(
     node: &Node,
     targets: &[TableTarget],
     max_bytes: usize,
-) -> (pb::FetchLogResponse, usize, bool) {
+) -> (pb::FetchLogResponse, usize, bool, bool) {
     let mut total = 0usize;
     let mut failed = false;
+    let mut progressed = false;
     let mut tables_resp = Vec::with_capacity(targets.len());
     for t in targets {
         let mut buckets_resp = Vec::with_capacity(t.buckets.len());
@@ -270,7 +554,7 @@ async fn read_all(
                 };
                 if budget == 0 {
                     let hw = replica.tablet.high_watermark();
-                    return Ok((Bytes::new(), hw, replica.tablet.log_start_offset()));
+                    return Ok((Bytes::new(), hw, replica.tablet.log_start_offset(), None));
                 }
                 // Fluss's FETCH_FROM_EARLIEST_OFFSET: read from the log start.
                 let offset = if b.fetch_offset == FETCH_FROM_EARLIEST_OFFSET {
@@ -278,19 +562,57 @@ async fn read_all(
                 } else {
                     b.fetch_offset
                 };
-                let read = replica.read(offset, budget).await?;
+                let mut read = replica.read(offset, budget).await?;
+                let mut filtered_end_offset = None;
+                match &t.filter {
+                    None => {}
+                    Some(Err(e)) => return Err(e.clone()),
+                    Some(Ok(filter)) => {
+                        let mut scanned = 0usize;
+                        loop {
+                            let outcome = filter.apply(node, &read.records);
+                            scanned += read.records.len();
+                            let Some((kept, end)) = outcome else {
+                                break;
+                            };
+                            filtered_end_offset = Some(end);
+                            read.records = kept;
+                            // Everything read was left out: read on from
+                            // past it, within the scan bound.
+                            if !read.records.is_empty()
+                                || end >= read.high_watermark
+                                || scanned >= FILTER_SCAN_BYTES_MAX
+                            {
+                                break;
+                            }
+                            let next = replica.read(end, budget).await?;
+                            if next.records.is_empty() {
+                                break;
+                            }
+                            read = next;
+                        }
+                    }
+                }
                 let records = match projection {
                     Some(projection) if !read.records.is_empty() => {
                         project(node, projection, &read.records, budget)?
                     }
                     _ => read.records,
                 };
-                Ok((records, read.high_watermark, read.log_start_offset))
+                Ok((
+                    records,
+                    read.high_watermark,
+                    read.log_start_offset,
+                    filtered_end_offset,
+                ))
             }
             .await;
             match outcome {
-                Ok((records, high_watermark, log_start_offset)) => {
+                Ok((records, high_watermark, log_start_offset, filtered_end_offset)) => {
                     total += records.len();
+                    // Batches left out are progress too: answer now rather
+                    // than long-poll for bytes.
+                    progressed |= filtered_end_offset.is_some();
                     buckets_resp.push(pb::PbFetchLogRespForBucket {
                         partition_id: b.partition_id,
                         bucket_id: b.bucket_id,
@@ -299,6 +621,7 @@ async fn read_all(
                         // Always set, even empty, as a Fluss server does: the Java
                         // client reads it before checking it is there.
                         records: Some(records),
+                        filtered_end_offset,
                         ..Default::default()
                     });
                 }
@@ -313,7 +636,12 @@ async fn read_all(
             buckets_resp,
         });
     }
-    (pb::FetchLogResponse { tables_resp }, total, failed)
+    (
+        pb::FetchLogResponse { tables_resp },
+        total,
+        failed,
+        progressed,
+    )
 }
 
 /// Hands the buckets of an answer to the stalled-fetcher check
@@ -370,9 +698,10 @@ pub async fn handle(node: &Node, r: pb::FetchLogRequest) -> Result<pb::FetchLogR
         for w in &mut waits {
             w.as_mut().enable();
         }
-        let (response, bytes, failed) = read_all(node, &targets, max_bytes).await;
+        let (response, bytes, failed, progressed) = read_all(node, &targets, max_bytes).await;
         let done = bytes >= min_bytes
             || failed
+            || progressed
             || waits.is_empty()
             || Instant::now() >= deadline
             || *shutdown.borrow();

@@ -1,5 +1,6 @@
 //! ProduceLog (1014): per bucket, check the batch headers (O(header) per
-//! batch: size, magic, schema id; the storage engine then checks CRC-32C and
+//! batch: size, magic, schema id, and a V1 batch's statistics block, which
+//! FetchLog filters by; the storage engine then checks CRC-32C and
 //! writer sequences), append, and answer the base offset or an error code.
 //!
 //! acks: `0` and `1` answer once the batches are written; `-1` answers once
@@ -85,6 +86,33 @@ fn check_headers(table: &TableInfo, bucket: i32, records: &[u8]) -> Result<Check
                     table.table_id, crate::meta::catalog::FIRST_SCHEMA_ID, table.schema_id
                 ),
             ));
+        }
+        // A V1+ batch may carry a statistics block (Fluss 1.0, for tables
+        // with `table.statistics.columns`). FetchLog trusts it to skip
+        // batches, so it must be well formed and name columns of the
+        // batch's own schema.
+        if let Some(at) = layout.statistics_length {
+            let raw = i32::from_le_bytes([rest[at], rest[at + 1], rest[at + 2], rest[at + 3]]);
+            let len = usize::try_from(raw)
+                .ok()
+                .filter(|&n| n <= size - layout.header_size)
+                .ok_or_else(|| {
+                    corrupt(
+                        position,
+                        format!("statistics length {raw} does not fit the batch of {size} bytes"),
+                    )
+                })?;
+            if len > 0 {
+                let block = &rest[layout.header_size..layout.header_size + len];
+                let schema = table.schema_by_id(i32::from(schema_id)).ok_or_else(|| {
+                    corrupt(
+                        position,
+                        "statistics in a batch without a schema".to_owned(),
+                    )
+                })?;
+                fjord_format::statistics::parse_statistics(block, &schema.schema)
+                    .map_err(|e| corrupt(position, e.to_string()))?;
+            }
         }
         let at = layout.record_count;
         let count = i32::from_le_bytes([rest[at], rest[at + 1], rest[at + 2], rest[at + 3]]);

@@ -41,8 +41,10 @@ pub use alter::{ColumnChange, OptionChange, TableAlteration};
 pub use partitions::PartitionInfo;
 
 /// Every table option (`table.*`) of Fluss 0.9.1's `ConfigOptions`: the keys
-/// a table's `properties` may hold (`FlussConfigUtils.TABLE_OPTIONS`).
-const FLUSS_TABLE_OPTIONS: [&str; 24] = [
+/// a table's `properties` may hold (`FlussConfigUtils.TABLE_OPTIONS`), plus
+/// Fluss 1.0's `table.statistics.columns` (per-batch statistics, which the
+/// FetchLog filter uses).
+const FLUSS_TABLE_OPTIONS: [&str; 25] = [
     "table.auto-increment.cache-size",
     "table.auto-partition.enabled",
     "table.auto-partition.key",
@@ -67,6 +69,7 @@ const FLUSS_TABLE_OPTIONS: [&str; 24] = [
     "table.merge-engine",
     "table.merge-engine.versioned.ver-column",
     "table.replication.factor",
+    fjord_format::statistics::TABLE_STATISTICS_COLUMNS,
 ];
 
 /// Data types a partition key column may have. Partition names are the
@@ -833,6 +836,16 @@ impl Catalog {
         // primary-key table's whole KV view is built once here to refuse
         // what its tablets could not serve.
         crate::kv::merge::MergeOptions::from_table(parsed.schema(), parsed.properties())?;
+        // As Fluss 1.0's `StatisticsConfigUtils`: log tables only, existing
+        // columns of supported types.
+        fjord_format::statistics::resolve_columns(
+            parsed.schema(),
+            parsed
+                .properties()
+                .get(fjord_format::statistics::TABLE_STATISTICS_COLUMNS)
+                .map(String::as_str),
+        )
+        .map_err(|e| ApiError::new(ErrorCode::InvalidConfigException, e.to_string()))?;
         if parsed.has_primary_key() {
             crate::kv::KvTable::new(
                 Arc::new(parsed.schema().clone()),
