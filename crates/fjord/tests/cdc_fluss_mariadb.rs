@@ -174,9 +174,11 @@ fn mariadb_tables_equal_their_fjord_tables_value_by_value_across_dml_and_ddl() {
          UPDATE shop.accounts SET owner = 'after drop' WHERE n % 10 = 3;
          INSERT INTO shop.visits VALUES (1, '/p1', '2024-01-01 00:00:00.001'),
                                         (1, '/p1', '2024-01-01 00:00:00.001'), (2, '/p2', NULL);
-         ALTER TABLE shop.visits ADD COLUMN ref VARCHAR(20);
-         INSERT INTO shop.visits VALUES (3, '/p3', NULL, 'ref a'), (3, '/p3', NULL, 'ref a'),
+         ALTER TABLE shop.visits ADD COLUMN ref VARCHAR(20) AFTER user_id;
+         INSERT INTO shop.visits (user_id, page, at, ref) VALUES (3, '/p3', NULL, 'ref a'), (3, '/p3', NULL, 'ref a'),
                                         (4, '/p4', '2024-01-01 00:00:00.004', NULL);
+         ALTER TABLE shop.visits ADD COLUMN first_col INT FIRST;
+         INSERT INTO shop.visits (user_id, page, at, ref, first_col) VALUES (6, '/p6', NULL, 'r', 7);
          INSERT INTO shop.visits (user_id, page) VALUES (5, '/p5');
          UPDATE shop.all_types SET i = 7, vc = 'updated' WHERE id % 2 = 0;
          UPDATE shop.all_types SET id = id + 100 WHERE id = 3;
@@ -200,10 +202,11 @@ fn mariadb_tables_equal_their_fjord_tables_value_by_value_across_dml_and_ddl() {
     );
     db.sql(&sql);
     let summary = run_to_current(dir.path(), &yaml);
-    // Four columns added (two to a primary-key table, one to each log
-    // table), one table created (a MODIFY to a wider VARCHAR and a DROP
-    // COLUMN change nothing in the sink table under lenient).
-    assert_eq!(summary["sink"]["schema_changes"], 5, "{summary}");
+    // Five columns added (two to a primary-key table, two in the middle
+    // and first of shop.visits, added last to its sink table, one to the
+    // wide log table), one table created (a MODIFY to a wider VARCHAR and a
+    // DROP COLUMN change nothing in the sink table under lenient).
+    assert_eq!(summary["sink"]["schema_changes"], 6, "{summary}");
     let tables = ["all_types", "all_types_log", "accounts", "visits", "late"];
     assert_same(&rt, &fjord, &db, &tables, "after DML and DDL");
 
