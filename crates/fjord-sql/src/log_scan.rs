@@ -1,7 +1,10 @@
 //! Scans of log tables: every bucket (of every partition left after
 //! pruning) from its earliest offset to the high watermark it had when the
 //! query was planned, through the native [`LogScanner`] with the query's
-//! columns pushed to the server as a FetchLog projection.
+//! columns pushed to the server as a FetchLog projection and, for tables
+//! with `table.statistics.columns`, the query's filters as a FetchLog
+//! filter ([`crate::pruning::statistics_filter`]): the server leaves out
+//! batches whose statistics rule them out.
 //!
 //! The buckets are dealt round-robin to at most `target_partitions`
 //! DataFusion partitions; each partition is one scanner fed by a task that
@@ -20,7 +23,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 use fjord_client::admin::PartitionInfo;
-use fjord_client::scanner::ScanBucket;
+use fjord_client::scanner::{ScanBucket, ScanFilter};
 use fjord_client::{
     Admin, LogScanner, OffsetReset, OffsetSpec, ScannerConfig, TableInfo, TableRoute,
 };
@@ -47,6 +50,7 @@ pub(crate) struct BucketRange {
 pub(crate) async fn scan_plan(
     req: ScanRequest,
     partitions: Vec<Option<PartitionInfo>>,
+    filter: Option<ScanFilter>,
 ) -> DfResult<Arc<dyn ExecutionPlan>> {
     let schema = req.output_schema()?;
     let client = &req.services.client;
@@ -89,6 +93,7 @@ pub(crate) async fn scan_plan(
                 schema: schema.clone(),
                 ranges,
                 fetch_projection: fetch_projection.clone(),
+                filter: filter.clone(),
                 limit: req.limit,
             }) as Arc<dyn PartitionStream>
         })
@@ -172,6 +177,7 @@ struct LogPartition {
     schema: SchemaRef,
     ranges: Vec<BucketRange>,
     fetch_projection: FetchColumns,
+    filter: Option<ScanFilter>,
     limit: Option<usize>,
 }
 
@@ -199,6 +205,7 @@ impl PartitionStream for LogPartition {
             schema: self.schema.clone(),
             ranges: self.ranges.clone(),
             fetch_projection: self.fetch_projection.clone(),
+            filter: self.filter.clone(),
             limit: self.limit,
         };
         tokio::spawn(async move {
@@ -227,6 +234,7 @@ struct LogTask {
     schema: SchemaRef,
     ranges: Vec<BucketRange>,
     fetch_projection: FetchColumns,
+    filter: Option<ScanFilter>,
     limit: Option<usize>,
 }
 
@@ -238,6 +246,7 @@ impl LogTask {
         let mut config = ScannerConfig {
             // Retention may remove records between the cut and the read.
             offset_reset: OffsetReset::Earliest,
+            filter: self.filter.clone(),
             ..ScannerConfig::default()
         };
         config.projection = match &self.fetch_projection {
@@ -271,10 +280,17 @@ impl LogTask {
         let rows_only = matches!(self.fetch_projection, FetchColumns::RowsOnly(_));
         let stats = &self.services.stats;
         let mut remaining = self.limit.unwrap_or(usize::MAX);
+        let mut skipped = (0u64, 0u64);
         let mut done = Vec::new();
         while remaining > 0 && scanner.subscriptions().next().is_some() {
             let batches = scanner.poll().await.map_err(client_err)?;
             ScanStats::add(&stats.log_batches_read, batches.len() as u64);
+            // What the server's filter left out, counted as it happens (the
+            // loop may end early when the consumer goes away).
+            let filtered = scanner.filtered();
+            ScanStats::add(&stats.log_batches_skipped, filtered.0 - skipped.0);
+            ScanStats::add(&stats.log_records_skipped, filtered.1 - skipped.1);
+            skipped = filtered;
             for scanned in batches {
                 let key = ScanBucket {
                     partition_id: scanned.partition_id,

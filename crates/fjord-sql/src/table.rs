@@ -63,8 +63,12 @@ pub struct ScanStats {
     pub lookups: std::sync::atomic::AtomicU64,
     /// Log batches received.
     pub log_batches_read: std::sync::atomic::AtomicU64,
-    /// Log batches skipped by their statistics.
+    /// Log batches the server left out by their statistics (a FetchLog
+    /// filter), counted as runs of consecutive batches: the client sees
+    /// only the offsets skipped, so this is a lower bound on batches.
     pub log_batches_skipped: std::sync::atomic::AtomicU64,
+    /// Log records in the batches the server left out.
+    pub log_records_skipped: std::sync::atomic::AtomicU64,
     /// Partitions left out by partition pruning.
     pub partitions_pruned: std::sync::atomic::AtomicU64,
     /// KV scan answers (ScanKv or LimitScan) received.
@@ -212,7 +216,8 @@ impl TableProvider for FjordTable {
             return kv_scan::scan_plan(request, partitions);
         }
         let partitions = self.partitions(state, filters).await?;
-        log_scan::scan_plan(request, partitions).await
+        let filter = pruning::statistics_filter(&self.info, filters);
+        log_scan::scan_plan(request, partitions, filter).await
     }
 
     async fn insert_into(

@@ -58,6 +58,20 @@ pub struct ScannerConfig {
     pub check_crc: bool,
     /// What to do when a fetch offset is out of range.
     pub offset_reset: OffsetReset,
+    /// A filter the server applies with each batch's statistics (Fluss
+    /// 1.0's FetchLog `filter_predicate`): batches it rules out are not
+    /// sent. Rows of the batches sent are not filtered; the caller still
+    /// applies its predicate. `None`: every batch (what 0.9.1 clients do).
+    pub filter: Option<ScanFilter>,
+}
+
+/// A FetchLog filter: the predicate, over field ids of schema `schema_id`.
+#[derive(Clone, Debug)]
+pub struct ScanFilter {
+    /// The predicate, as Fluss 1.0 sends it.
+    pub predicate: fjord_proto::messages::PbPredicate,
+    /// The schema id the predicate's field ids refer to.
+    pub schema_id: i32,
 }
 
 impl Default for ScannerConfig {
@@ -70,6 +84,7 @@ impl Default for ScannerConfig {
             fetch_min_bytes: DEFAULT_FETCH_MIN_BYTES,
             check_crc: true,
             offset_reset: OffsetReset::None,
+            filter: None,
         }
     }
 }

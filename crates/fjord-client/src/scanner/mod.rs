@@ -43,8 +43,8 @@ mod policy_tests;
 mod rows;
 
 pub use config::{
-    OffsetReset, ScannerConfig, DEFAULT_FETCH_MAX_BYTES, DEFAULT_FETCH_MAX_BYTES_FOR_BUCKET,
-    DEFAULT_FETCH_MAX_WAIT_MS, DEFAULT_FETCH_MIN_BYTES,
+    OffsetReset, ScanFilter, ScannerConfig, DEFAULT_FETCH_MAX_BYTES,
+    DEFAULT_FETCH_MAX_BYTES_FOR_BUCKET, DEFAULT_FETCH_MAX_WAIT_MS, DEFAULT_FETCH_MIN_BYTES,
 };
 pub use fjord_format::arrow_log::ChangeType;
 pub use rows::{ScanRow, ScanRowIter, ScanRows};
@@ -228,6 +228,16 @@ pub struct LogScanner {
     stale_partitions: BTreeSet<i64>,
     /// Where fresh routes come from, when the caller gave a client.
     client: Option<FlussClient>,
+    /// With a filter: runs of batches the server left out, and their
+    /// records (see [`LogScanner::filtered`]).
+    filtered: FilteredCounts,
+}
+
+/// What a filtered scan was spared, counted from the offsets received.
+#[derive(Debug, Default)]
+struct FilteredCounts {
+    runs: std::sync::atomic::AtomicU64,
+    records: std::sync::atomic::AtomicU64,
 }
 
 /// The Arrow schemas of `table`'s earlier schema ids that pad to the
@@ -321,6 +331,7 @@ impl LogScanner {
             route_stale: false,
             stale_partitions: BTreeSet::new(),
             client: None,
+            filtered: FilteredCounts::default(),
         })
     }
 
@@ -475,8 +486,8 @@ impl LogScanner {
                     projection_pushdown_enabled: !self.projected_fields.is_empty(),
                     projected_fields: self.projected_fields.clone(),
                     buckets_req: buckets,
-                    filter_predicate: None,
-                    filter_schema_id: None,
+                    filter_predicate: self.config.filter.as_ref().map(|f| f.predicate.clone()),
+                    filter_schema_id: self.config.filter.as_ref().map(|f| f.schema_id),
                 }],
                 max_wait_ms: Some(self.config.fetch_max_wait_ms),
                 min_bytes: Some(self.config.fetch_min_bytes),
@@ -639,6 +650,16 @@ impl LogScanner {
                     self.table.path, state.offset
                 ))
             })?;
+            if self.config.filter.is_some() {
+                self.count_filtered(
+                    state.offset,
+                    decoded
+                        .batches
+                        .iter()
+                        .map(|(base, _, records)| (*base, records.num_rows() as i64)),
+                    bucket.filtered_end_offset,
+                );
+            }
             out.extend(
                 decoded
                     .batches
@@ -653,7 +674,49 @@ impl LogScanner {
             );
             next.offset = decoded.next_offset;
         }
+        // The server left batches out: continue past them.
+        if let Some(end) = bucket.filtered_end_offset {
+            next.offset = next.offset.max(end);
+        }
         Ok(Outcome::Read(key, next))
+    }
+
+    /// Counts the offset gaps of a filtered answer read from `from`: before,
+    /// between and after the batches received (up to `filtered_end`).
+    fn count_filtered(
+        &self,
+        from: i64,
+        batches: impl Iterator<Item = (i64, i64)>,
+        filtered_end: Option<i64>,
+    ) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut expected = from;
+        let gap = |to: i64, expected: i64| {
+            if to > expected {
+                self.filtered.runs.fetch_add(1, Relaxed);
+                self.filtered
+                    .records
+                    .fetch_add((to - expected) as u64, Relaxed);
+            }
+        };
+        for (base, rows) in batches {
+            gap(base, expected);
+            expected = expected.max(base + rows);
+        }
+        if let Some(end) = filtered_end {
+            gap(end, expected);
+        }
+    }
+
+    /// With [`ScannerConfig::filter`]: the runs of consecutive batches the
+    /// server left out so far (each run is one or more batches: the client
+    /// sees only the offsets it skipped), and the records in them.
+    pub fn filtered(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            self.filtered.runs.load(Relaxed),
+            self.filtered.records.load(Relaxed),
+        )
     }
 
     fn bucket_error(
