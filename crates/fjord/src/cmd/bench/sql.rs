@@ -4,6 +4,7 @@
 //! Untimed set-up: `--rows` `user_behavior` rows, time-ordered (each
 //! generated batch's timestamps are shifted past the previous batch's), are
 //! written through the native append writer into a fresh 4-bucket log table
+//! with batch statistics on `ts` (`table.statistics.columns`)
 //! and, batch for batch, into a Parquet file compressed as the table is;
 //! `--pk-rows` of them (keyed by their row number) are upserted into a
 //! primary-key table.
@@ -114,17 +115,25 @@ impl Queries {
     }
 }
 
+/// The table option that turns batch statistics on, and its value here.
+const STATISTICS_OPTION: &str = fjord_format::statistics::TABLE_STATISTICS_COLUMNS;
+const STATISTICS_COLUMNS: &str = "ts";
+
 /// Runs the benchmark; prints its JSON lines.
 pub async fn run(run: &SqlRun) -> anyhow::Result<()> {
     if run.repeat == 0 || run.point_queries == 0 {
         bail!("--repeat and --point-queries must be positive");
     }
-    let table = BenchTable::create(
+    // Statistics on `ts` (the filtered column): the writer adds each
+    // batch's min/max, and `ts_selective` fetches only the batches whose
+    // range meets the query's.
+    let table = BenchTable::create_with_properties(
         &run.bootstrap,
         SchemaKind::UserBehavior,
         run.compression,
         false,
         false,
+        &[(STATISTICS_OPTION, STATISTICS_COLUMNS)],
     )
     .await?;
     let parquet_path = std::env::temp_dir().join(format!(
@@ -154,6 +163,7 @@ pub async fn run(run: &SqlRun) -> anyhow::Result<()> {
         let stats = engine.scan_stats();
         let read0 = ScanStats::get(&stats.log_batches_read);
         let skipped0 = ScanStats::get(&stats.log_batches_skipped);
+        let records_skipped0 = ScanStats::get(&stats.log_records_skipped);
         let result = run_query(&mut session, &sql).await?;
         let mut walls = Vec::with_capacity(run.repeat);
         let mut cpus = Vec::with_capacity(run.repeat);
@@ -170,12 +180,14 @@ pub async fn run(run: &SqlRun) -> anyhow::Result<()> {
         let runs = (run.repeat + 1) as u64;
         let batches_read = (ScanStats::get(&stats.log_batches_read) - read0) / runs;
         let batches_skipped = (ScanStats::get(&stats.log_batches_skipped) - skipped0) / runs;
+        let records_skipped =
+            (ScanStats::get(&stats.log_records_skipped) - records_skipped0) / runs;
         let wall = median(&mut walls);
         let cpu = median(&mut cpus);
         println!(
             "{{\"bench\":\"sql\",\"engine\":\"fjord\",\"where\":\"in-process engine\",\"query\":\"{name}\",\
              \"rows\":{},\"compression\":\"{}\",\"median_ms\":{:.1},\"runs_ms\":[{}],\
-             \"cpu_ms_median\":{:.1},\"batches_read\":{batches_read},\"batches_skipped\":{batches_skipped},\
+             \"cpu_ms_median\":{:.1},\"batches_read\":{batches_read},\"batches_skipped\":{batches_skipped},\"records_skipped\":{records_skipped},\
              \"result\":{}}}",
             run.rows,
             run.compression.name(),

@@ -4,7 +4,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use fjord_client::{Admin, FlussClient, OffsetSpec, TableInfo, TablePath};
-use fjord_format::schema::DatabaseDescriptor;
+use fjord_format::schema::{DatabaseDescriptor, TableDescriptor};
 
 use super::workload::{table_descriptor, Compression, SchemaKind};
 
@@ -33,6 +33,20 @@ impl BenchTable {
         partitioned: bool,
         day_column: bool,
     ) -> anyhow::Result<Self> {
+        Self::create_with_properties(bootstrap, schema, compression, partitioned, day_column, &[])
+            .await
+    }
+
+    /// [`create`](Self::create) with extra table options (`fjord bench
+    /// sql` sets `table.statistics.columns`).
+    pub async fn create_with_properties(
+        bootstrap: &str,
+        schema: SchemaKind,
+        compression: Compression,
+        partitioned: bool,
+        day_column: bool,
+        extra: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
         let client = FlussClient::connect(&[bootstrap.to_owned()]).await?;
         let admin = client.admin();
         admin
@@ -56,13 +70,24 @@ impl BenchTable {
                 std::process::id()
             ),
         );
-        admin
-            .create_table(
-                &path,
-                &table_descriptor(schema, compression, partitioned, day_column)?,
-                false,
-            )
-            .await?;
+        let mut descriptor = table_descriptor(schema, compression, partitioned, day_column)?;
+        if !extra.is_empty() {
+            let mut properties = descriptor.properties().clone();
+            properties.extend(
+                extra
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+            );
+            descriptor = TableDescriptor::new(
+                descriptor.schema().clone(),
+                descriptor.comment().map(str::to_owned),
+                descriptor.partition_keys().to_vec(),
+                descriptor.distribution().cloned(),
+                properties,
+                descriptor.custom_properties().clone(),
+            )?;
+        }
+        admin.create_table(&path, &descriptor, false).await?;
         let info = client.table_info(&path).await?;
         Ok(Self {
             client,
