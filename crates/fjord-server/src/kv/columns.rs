@@ -8,6 +8,13 @@
 //! [`fjord_format::arrow_schema::to_arrow_type`]'s (Fluss's `ArrowUtils`):
 //! TIMESTAMP and TIME use the unit their precision implies, so a value
 //! round-trips exactly through a changelog batch.
+//!
+//! ARRAY, MAP and ROW columns (`List`, `Map`, `Struct`) take their datums'
+//! Fluss binary bytes, keep a copy per row, and turn them into nested Arrow
+//! arrays when the batch is finished (`nested_array`); reading one back
+//! ([`read_row_into`]) writes those bytes again into a caller's scratch
+//! buffer. The element types come from the Arrow schema itself
+//! (`fluss_type`), so the builder needs nothing but the schema.
 
 use std::sync::Arc;
 
@@ -25,9 +32,15 @@ use arrow_array::types::{
     TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
     TimestampSecondType,
 };
-use arrow_array::{Array, ArrayRef, RecordBatch};
-use arrow_schema::{DataType as ArrowType, SchemaRef, TimeUnit};
+use arrow_array::{Array, ArrayRef, ListArray, MapArray, RecordBatch, StructArray};
+use arrow_buffer::{NullBuffer, OffsetBuffer};
+use arrow_schema::{DataType as ArrowType, FieldRef, SchemaRef, TimeUnit};
 use fjord_format::datum::{Datum, Timestamp, NANOS_PER_MILLI};
+use fjord_format::row::compacted::CompactedRowWriter;
+use fjord_format::row::nested::{
+    write_array, write_map, BinaryArray, BinaryMap, NestedField, NestedType,
+};
+use fjord_format::types::{DataField, DataType};
 
 /// Why a row could not go into (or come out of) the columns. Only a row that
 /// does not match its schema, which the row decoder has already ruled out
@@ -88,6 +101,19 @@ enum Column {
     TsMilli(TimestampMillisecondBuilder),
     TsMicro(TimestampMicrosecondBuilder),
     TsNano(TimestampNanosecondBuilder),
+    /// An ARRAY, MAP or ROW column: each row's bytes, turned into Arrow
+    /// at `finish` (a changelog batch is built once and read many times,
+    /// so the nested walk happens once per batch, off the flat path).
+    Nested(Box<NestedColumn>),
+}
+
+/// The rows of one nested column until the batch is finished.
+struct NestedColumn {
+    arrow: FieldRef,
+    field: NestedField,
+    bytes: Vec<u8>,
+    /// Per row: the range of its value in `bytes`, `None` for NULL.
+    rows: Vec<Option<(usize, usize)>>,
 }
 
 fn unsupported(column: usize, arrow_type: &ArrowType) -> ColumnsError {
@@ -143,12 +169,47 @@ impl Column {
                     }
                 }
             }
+            ArrowType::List(_) | ArrowType::Map(..) | ArrowType::Struct(_) => {
+                let arrow = Arc::new(arrow_schema::Field::new("", arrow_type.clone(), true));
+                let field = fluss_type(&arrow)
+                    .and_then(|t| NestedField::of(&t).ok())
+                    .ok_or_else(|| unsupported(column, arrow_type))?;
+                Column::Nested(Box::new(NestedColumn {
+                    arrow,
+                    field,
+                    bytes: Vec::new(),
+                    rows: Vec::new(),
+                }))
+            }
             other => return Err(unsupported(column, other)),
         })
     }
 
+    /// The column's values as one array; the column starts over empty.
+    fn finish_array(&mut self) -> Result<ArrayRef, ColumnsError> {
+        let Column::Nested(nested) = self else {
+            return Ok(self.builder().finish());
+        };
+        let datums: Vec<Datum<'_>> = nested
+            .rows
+            .iter()
+            .map(|r| match (*r, &nested.field.ty) {
+                (None, _) => Datum::Null,
+                (Some((a, b)), NestedType::Array(_)) => Datum::Array(&nested.bytes[a..b]),
+                (Some((a, b)), NestedType::Map { .. }) => Datum::Map(&nested.bytes[a..b]),
+                (Some((a, b)), _) => Datum::Row(&nested.bytes[a..b]),
+            })
+            .collect();
+        let array = nested_array(nested.arrow.data_type(), &nested.field, &datums);
+        nested.bytes.clear();
+        nested.rows.clear();
+        array
+    }
+
+    /// The Arrow builder of a flat column (`finish_array` handles nested ones).
     fn builder(&mut self) -> &mut dyn ArrayBuilder {
         match self {
+            Column::Nested(_) => unreachable!("nested columns have no Arrow builder"),
             Column::Boolean(b) => b,
             Column::Int8(b) => b,
             Column::Int16(b) => b,
@@ -194,6 +255,7 @@ impl Column {
             Column::TsMilli(b) => b.append_null(),
             Column::TsMicro(b) => b.append_null(),
             Column::TsNano(b) => b.append_null(),
+            Column::Nested(n) => n.rows.push(None),
         }
     }
 
@@ -232,6 +294,22 @@ impl Column {
                 ),
                 _ => return false,
             },
+            (Column::Nested(n), Datum::Array(v) | Datum::Map(v) | Datum::Row(v)) => {
+                // The row decoder has checked the bytes against the types;
+                // the family must still be the column's.
+                let fits = matches!(
+                    (&n.field.ty, datum),
+                    (NestedType::Array(_), Datum::Array(_))
+                        | (NestedType::Map { .. }, Datum::Map(_))
+                        | (NestedType::Row(_), Datum::Row(_))
+                );
+                if !fits {
+                    return false;
+                }
+                let start = n.bytes.len();
+                n.bytes.extend_from_slice(v);
+                n.rows.push(Some((start, n.bytes.len())));
+            }
             _ => return false,
         }
         true
@@ -248,7 +326,7 @@ pub struct ColumnsBuilder {
 }
 
 impl ColumnsBuilder {
-    /// Builders for the columns of `schema`; refuses nested column types.
+    /// Builders for the columns of `schema`, nested ones included.
     pub fn new(schema: SchemaRef) -> Result<Self, ColumnsError> {
         let columns = schema
             .fields()
@@ -302,19 +380,32 @@ impl ColumnsBuilder {
     /// Drops every row appended since the last finish.
     pub fn clear(&mut self) {
         for column in &mut self.columns {
-            drop(column.builder().finish());
+            match column {
+                Column::Nested(n) => {
+                    n.bytes.clear();
+                    n.rows.clear();
+                }
+                flat => drop(flat.builder().finish()),
+            }
         }
         self.rows = 0;
     }
 
     /// The rows appended so far as one batch; the builders start over empty.
     pub fn finish(&mut self) -> Result<RecordBatch, ColumnsError> {
-        let arrays: Vec<ArrayRef> = self
+        let arrays = self
             .columns
             .iter_mut()
-            .map(|c| c.builder().finish())
-            .collect();
+            .map(Column::finish_array)
+            .collect::<Result<Vec<ArrayRef>, _>>();
         self.rows = 0;
+        let arrays = match arrays {
+            Ok(arrays) => arrays,
+            Err(e) => {
+                self.clear();
+                return Err(e);
+            }
+        };
         RecordBatch::try_new(Arc::clone(&self.schema), arrays)
             .map_err(|e| ColumnsError::Arrow(e.to_string()))
     }
@@ -397,6 +488,327 @@ pub fn read_row<'a>(
 ) -> Result<(), ColumnsError> {
     out.clear();
     for (i, column) in batch.columns().iter().enumerate() {
+        let mut datum = Datum::Null;
+        read_value(column.as_ref(), row, &mut datum).map_err(|e| match e {
+            ColumnsError::Unsupported { arrow_type, .. } => ColumnsError::Unsupported {
+                column: i,
+                arrow_type,
+            },
+            other => other,
+        })?;
+        out.push(datum);
+    }
+    Ok(())
+}
+
+/// The Fluss type an Arrow field of a changelog schema stands for, as far
+/// as nested layouts care (`to_arrow_type` inverted: the time unit gives
+/// the precision's side of 3, CHAR reads as STRING, which lays out alike).
+fn fluss_type(field: &arrow_schema::Field) -> Option<DataType> {
+    let precision = |unit: &TimeUnit| match unit {
+        TimeUnit::Second => 0,
+        TimeUnit::Millisecond => 3,
+        TimeUnit::Microsecond => 6,
+        TimeUnit::Nanosecond => 9,
+    };
+    let t = match field.data_type() {
+        ArrowType::Boolean => DataType::boolean(),
+        ArrowType::Int8 => DataType::tinyint(),
+        ArrowType::Int16 => DataType::smallint(),
+        ArrowType::Int32 => DataType::int(),
+        ArrowType::Int64 => DataType::bigint(),
+        ArrowType::Float32 => DataType::float(),
+        ArrowType::Float64 => DataType::double(),
+        ArrowType::Utf8 => DataType::string(),
+        ArrowType::Binary => DataType::bytes(),
+        ArrowType::FixedSizeBinary(n) => DataType::binary(u32::try_from(*n).ok()?).ok()?,
+        ArrowType::Decimal128(p, s) => {
+            DataType::decimal(u32::from(*p), u32::try_from(*s).ok()?).ok()?
+        }
+        ArrowType::Date32 => DataType::date(),
+        ArrowType::Time32(unit) | ArrowType::Time64(unit) => {
+            DataType::time(precision(unit)).ok()?
+        }
+        ArrowType::Timestamp(unit, None) => DataType::timestamp(precision(unit)).ok()?,
+        ArrowType::Timestamp(unit, Some(_)) => DataType::timestamp_ltz(precision(unit)).ok()?,
+        ArrowType::List(item) => DataType::array(fluss_type(item)?),
+        ArrowType::Map(entries, _) => {
+            let ArrowType::Struct(kv) = entries.data_type() else {
+                return None;
+            };
+            DataType::map(fluss_type(kv.first()?)?, fluss_type(kv.get(1)?)?)
+        }
+        ArrowType::Struct(fields) => DataType::row(
+            fields
+                .iter()
+                .map(|f| Some(DataField::new(f.name().clone(), fluss_type(f)?)))
+                .collect::<Option<_>>()?,
+        ),
+        _ => return None,
+    };
+    Some(t.with_nullable(field.is_nullable()))
+}
+
+fn malformed(reason: &str) -> ColumnsError {
+    ColumnsError::Arrow(format!("a nested value is malformed: {reason}"))
+}
+
+/// The Arrow array of `datums` (NULL or values of `field`) of type
+/// `arrow`: flat types through a flat builder, nested ones by walking
+/// their bytes into child datums and building the children first.
+fn nested_array(
+    arrow: &ArrowType,
+    field: &NestedField,
+    datums: &[Datum<'_>],
+) -> Result<ArrayRef, ColumnsError> {
+    let nulls = || NullBuffer::from_iter(datums.iter().map(|d| !d.is_null()));
+    match (arrow, &field.ty) {
+        (ArrowType::List(item), NestedType::Array(element)) => {
+            let mut offsets = Vec::with_capacity(datums.len() + 1);
+            offsets.push(0i32);
+            let mut children = Vec::new();
+            for datum in datums {
+                if let Datum::Array(bytes) = datum {
+                    let array = BinaryArray::parse(bytes, element).map_err(malformed)?;
+                    for i in 0..array.len() {
+                        children.push(array.get(i, element).map_err(malformed)?);
+                    }
+                }
+                offsets.push(i32::try_from(children.len()).map_err(|_| malformed("too long"))?);
+            }
+            let child = nested_array(item.data_type(), element, &children)?;
+            ListArray::try_new(
+                Arc::clone(item),
+                OffsetBuffer::new(offsets.into()),
+                child,
+                Some(nulls()),
+            )
+            .map(|a| Arc::new(a) as ArrayRef)
+            .map_err(|e| ColumnsError::Arrow(e.to_string()))
+        }
+        (ArrowType::Map(entries, sorted), NestedType::Map { key, value }) => {
+            let ArrowType::Struct(kv) = entries.data_type() else {
+                return Err(malformed("a MAP's entries are not a struct"));
+            };
+            let mut offsets = vec![0i32];
+            let (mut keys, mut values) = (Vec::new(), Vec::new());
+            for datum in datums {
+                if let Datum::Map(bytes) = datum {
+                    let map = BinaryMap::parse(bytes, key, value).map_err(malformed)?;
+                    for i in 0..map.len() {
+                        keys.push(map.keys().get(i, key).map_err(malformed)?);
+                        values.push(map.values().get(i, value).map_err(malformed)?);
+                    }
+                }
+                offsets.push(i32::try_from(keys.len()).map_err(|_| malformed("too long"))?);
+            }
+            let children = vec![
+                nested_array(kv[0].data_type(), key, &keys)?,
+                nested_array(kv[1].data_type(), value, &values)?,
+            ];
+            let entries_array = StructArray::try_new(kv.clone(), children, None)
+                .map_err(|e| ColumnsError::Arrow(e.to_string()))?;
+            MapArray::try_new(
+                Arc::clone(entries),
+                OffsetBuffer::new(offsets.into()),
+                entries_array,
+                Some(nulls()),
+                *sorted,
+            )
+            .map(|a| Arc::new(a) as ArrayRef)
+            .map_err(|e| ColumnsError::Arrow(e.to_string()))
+        }
+        (ArrowType::Struct(fields), NestedType::Row(decoder)) => {
+            let nested: Vec<NestedField> = fields
+                .iter()
+                .map(|f| fluss_type(f).and_then(|t| NestedField::of(&t).ok()))
+                .collect::<Option<_>>()
+                .ok_or_else(|| malformed("a ROW field has no Fluss type"))?;
+            let mut columns: Vec<Vec<Datum<'_>>> =
+                vec![Vec::with_capacity(datums.len()); fields.len()];
+            let mut row = Vec::new();
+            for datum in datums {
+                match datum {
+                    Datum::Row(bytes) => {
+                        decoder
+                            .decode(bytes, &mut row)
+                            .map_err(|e| ColumnsError::Arrow(e.to_string()))?;
+                        for (column, d) in columns.iter_mut().zip(&row) {
+                            column.push(*d);
+                        }
+                    }
+                    _ => columns.iter_mut().for_each(|c| c.push(Datum::Null)),
+                }
+            }
+            let children = fields
+                .iter()
+                .zip(&nested)
+                .zip(&columns)
+                .map(|((f, n), c)| nested_array(f.data_type(), n, c))
+                .collect::<Result<Vec<_>, _>>()?;
+            StructArray::try_new(fields.clone(), children, Some(nulls()))
+                .map(|a| Arc::new(a) as ArrayRef)
+                .map_err(|e| ColumnsError::Arrow(e.to_string()))
+        }
+        (arrow, _) => {
+            let mut column = Column::new(0, arrow)?;
+            for datum in datums {
+                if !column.append(datum) {
+                    return Err(ColumnsError::WrongType {
+                        column: 0,
+                        arrow_type: arrow.to_string(),
+                        datum: datum.type_name(),
+                    });
+                }
+            }
+            column.finish_array()
+        }
+    }
+}
+
+/// Writes the Fluss binary bytes of non-null value `row` of nested `array`
+/// (of type `field`) to `out`: the inverse of [`nested_array`].
+fn encode_nested(
+    array: &dyn Array,
+    row: usize,
+    field: &NestedField,
+    out: &mut Vec<u8>,
+) -> Result<(), ColumnsError> {
+    // The children's datums; nested children are encoded into `scratch`
+    // first, then borrowed from it.
+    fn children<'a>(
+        child: &'a dyn Array,
+        range: std::ops::Range<usize>,
+        field: &NestedField,
+        scratch: &'a mut Vec<u8>,
+    ) -> Result<Vec<Datum<'a>>, ColumnsError> {
+        let mut spans = Vec::with_capacity(range.len());
+        for i in range.clone() {
+            if child.is_null(i) || matches!(field.ty, NestedType::Flat(_)) {
+                spans.push(None);
+            } else {
+                let start = scratch.len();
+                encode_nested(child, i, field, scratch)?;
+                spans.push(Some((start, scratch.len())));
+            }
+        }
+        let scratch: &'a [u8] = scratch;
+        range
+            .zip(spans)
+            .map(|(i, span)| {
+                Ok(match (span, &field.ty) {
+                    (Some((a, b)), NestedType::Array(_)) => Datum::Array(&scratch[a..b]),
+                    (Some((a, b)), NestedType::Map { .. }) => Datum::Map(&scratch[a..b]),
+                    (Some((a, b)), _) => Datum::Row(&scratch[a..b]),
+                    (None, _) => {
+                        let mut d = Datum::Null;
+                        read_value(child, i, &mut d)?;
+                        d
+                    }
+                })
+            })
+            .collect()
+    }
+    let refused = |_| malformed("a value its Fluss type cannot hold");
+    match &field.ty {
+        NestedType::Array(element) => {
+            let list = array
+                .as_list_opt::<i32>()
+                .ok_or_else(|| malformed("not a list"))?;
+            let offsets = list.value_offsets();
+            let range = offsets[row] as usize..offsets[row + 1] as usize;
+            let mut scratch = Vec::new();
+            let items = children(list.values().as_ref(), range, element, &mut scratch)?;
+            write_array(element, &items, out).map_err(refused)
+        }
+        NestedType::Map { key, value } => {
+            let map = array.as_map_opt().ok_or_else(|| malformed("not a map"))?;
+            let offsets = map.value_offsets();
+            let range = offsets[row] as usize..offsets[row + 1] as usize;
+            let (mut ks, mut vs) = (Vec::new(), Vec::new());
+            let keys = children(map.keys().as_ref(), range.clone(), key, &mut ks)?;
+            let values = children(map.values().as_ref(), range, value, &mut vs)?;
+            write_map(key, value, &keys, &values, out).map_err(refused)
+        }
+        NestedType::Row(decoder) => {
+            let fields = array
+                .as_struct_opt()
+                .ok_or_else(|| malformed("not a struct"))?;
+            let ArrowType::Struct(arrow_fields) = array.data_type() else {
+                return Err(malformed("not a struct"));
+            };
+            let mut scratches: Vec<Vec<u8>> = vec![Vec::new(); arrow_fields.len()];
+            let mut datums = Vec::with_capacity(arrow_fields.len());
+            for ((f, column), scratch) in arrow_fields
+                .iter()
+                .zip(fields.columns())
+                .zip(&mut scratches)
+            {
+                let nested = fluss_type(f)
+                    .and_then(|t| NestedField::of(&t).ok())
+                    .ok_or_else(|| malformed("a ROW field has no Fluss type"))?;
+                datums.extend(children(column.as_ref(), row..row + 1, &nested, scratch)?);
+            }
+            let mut writer = CompactedRowWriter::new(out, datums.len());
+            for (field, datum) in decoder.fields().iter().zip(&datums) {
+                writer
+                    .write_datum(*field, datum)
+                    .map_err(|e| ColumnsError::Arrow(e.to_string()))?;
+            }
+            writer
+                .finish()
+                .map(|_| ())
+                .map_err(|e| ColumnsError::Arrow(e.to_string()))
+        }
+        NestedType::Flat(_) => Err(malformed("a flat value where a nested one was expected")),
+    }
+}
+
+/// Reads row `row` of `batch` into `out` like [`read_row`], nested columns
+/// included: their values are written again as Fluss binary bytes into
+/// `scratch` (cleared first), which the nested datums borrow.
+pub fn read_row_into<'a>(
+    batch: &'a RecordBatch,
+    row: usize,
+    scratch: &'a mut Vec<u8>,
+    out: &mut Vec<Datum<'a>>,
+) -> Result<(), ColumnsError> {
+    out.clear();
+    scratch.clear();
+    let mut spans = Vec::new();
+    for (i, (column, field)) in batch
+        .columns()
+        .iter()
+        .zip(batch.schema().fields())
+        .enumerate()
+    {
+        if column.is_null(row)
+            || !matches!(
+                column.data_type(),
+                ArrowType::List(_) | ArrowType::Map(..) | ArrowType::Struct(_)
+            )
+        {
+            continue;
+        }
+        let nested = fluss_type(field)
+            .and_then(|t| NestedField::of(&t).ok())
+            .ok_or_else(|| unsupported(i, column.data_type()))?;
+        let start = scratch.len();
+        encode_nested(column.as_ref(), row, &nested, scratch)?;
+        spans.push((i, start, scratch.len()));
+    }
+    let scratch: &'a [u8] = scratch;
+    let mut spans = spans.into_iter().peekable();
+    for (i, column) in batch.columns().iter().enumerate() {
+        if let Some(&(_, a, b)) = spans.peek().filter(|s| s.0 == i) {
+            spans.next();
+            out.push(match column.data_type() {
+                ArrowType::List(_) => Datum::Array(&scratch[a..b]),
+                ArrowType::Map(..) => Datum::Map(&scratch[a..b]),
+                _ => Datum::Row(&scratch[a..b]),
+            });
+            continue;
+        }
         let mut datum = Datum::Null;
         read_value(column.as_ref(), row, &mut datum).map_err(|e| match e {
             ColumnsError::Unsupported { arrow_type, .. } => ColumnsError::Unsupported {
@@ -526,16 +938,131 @@ mod tests {
     }
 
     #[test]
-    fn nested_columns_are_refused() {
+    fn the_flat_reader_refuses_nested_columns() {
         let s = Schema::builder()
             .column("k", DataType::int().with_nullable(false))
             .column("a", DataType::array(DataType::int()))
             .primary_key(["k"])
             .build()
             .unwrap();
+        let mut builder = ColumnsBuilder::new(to_arrow_schema(&s)).expect("nested builders");
+        let mut array = Vec::new();
+        let element = fjord_format::row::nested::NestedField::of(&DataType::int()).unwrap();
+        fjord_format::row::nested::write_array(&element, &[Datum::Int(5)], &mut array).unwrap();
+        builder
+            .append(&[Datum::Int(1), Datum::Array(&array)])
+            .unwrap();
+        let batch = builder.finish().unwrap();
         assert!(matches!(
-            ColumnsBuilder::new(to_arrow_schema(&s)),
+            read_row(&batch, 0, &mut Vec::new()),
             Err(ColumnsError::Unsupported { column: 1, .. })
         ));
+    }
+}
+
+#[cfg(test)]
+mod nested_tests {
+    use super::*;
+    use arrow_array::cast::AsArray;
+    use fjord_format::arrow_schema::to_arrow_schema;
+    use fjord_format::row::nested::{write_array, write_map, NestedField};
+    use fjord_format::row::{RowCodec, RowFormat};
+    use fjord_format::schema::Schema;
+    use fjord_format::types::{DataField, DataType};
+
+    fn nested(t: DataType) -> NestedField {
+        NestedField::of(&t).unwrap()
+    }
+
+    #[test]
+    fn nested_values_go_into_arrow_and_come_back_as_the_same_bytes() {
+        let inner_row = DataType::row(vec![
+            DataField::new("a", DataType::int()),
+            DataField::new("b", DataType::array(DataType::string())),
+        ]);
+        let schema = Schema::builder()
+            .column("id", DataType::int().not_null())
+            .column("tags", DataType::array(DataType::int()))
+            .column(
+                "attrs",
+                DataType::map(
+                    DataType::string().not_null(),
+                    DataType::timestamp(6).unwrap(),
+                ),
+            )
+            .column("inner", inner_row.clone())
+            .primary_key(["id"])
+            .build()
+            .unwrap();
+        let arrow = to_arrow_schema(&schema);
+        let mut tags = Vec::new();
+        write_array(
+            &nested(DataType::int()),
+            &[Datum::Int(1), Datum::Null, Datum::Int(3)],
+            &mut tags,
+        )
+        .unwrap();
+        let t = Timestamp::new(1_700_000_000_123, 456_000).unwrap();
+        let mut attrs = Vec::new();
+        write_map(
+            &nested(DataType::string().not_null()),
+            &nested(DataType::timestamp(6).unwrap()),
+            &[Datum::String("k"), Datum::String("a longer key")],
+            &[Datum::Timestamp(t), Datum::Null],
+            &mut attrs,
+        )
+        .unwrap();
+        let mut strings = Vec::new();
+        write_array(
+            &nested(DataType::string()),
+            &[Datum::String("x"), Datum::String("hello world!")],
+            &mut strings,
+        )
+        .unwrap();
+        let mut inner = Vec::new();
+        RowCodec::new(
+            RowFormat::Compacted,
+            &[DataType::int(), DataType::array(DataType::string())],
+        )
+        .unwrap()
+        .encode(&[Datum::Int(7), Datum::Array(&strings)], &mut inner)
+        .unwrap();
+        let rows = [
+            vec![
+                Datum::Int(1),
+                Datum::Array(&tags),
+                Datum::Map(&attrs),
+                Datum::Row(&inner),
+            ],
+            vec![Datum::Int(2), Datum::Null, Datum::Null, Datum::Null],
+        ];
+        let mut builder = ColumnsBuilder::new(arrow).unwrap();
+        for row in &rows {
+            builder.append(row).unwrap();
+        }
+        let batch = builder.finish().unwrap();
+        let list = batch.column(1).as_list::<i32>();
+        let values = list.value(0);
+        let ints = values.as_primitive::<Int32Type>();
+        assert_eq!(
+            (ints.value(0), ints.is_null(1), ints.value(2)),
+            (1, true, 3)
+        );
+        assert!(list.is_null(1));
+        let map = batch.column(2).as_map();
+        assert_eq!(map.keys().as_string::<i32>().value(1), "a longer key");
+        let structs = batch.column(3).as_struct();
+        assert_eq!(structs.column(0).as_primitive::<Int32Type>().value(0), 7);
+        let inner_list = structs.column(1).as_list::<i32>().value(0);
+        assert_eq!(inner_list.as_string::<i32>().value(1), "hello world!");
+
+        for (i, row) in rows.iter().enumerate() {
+            let mut scratch = Vec::new();
+            let mut out = Vec::new();
+            read_row_into(&batch, i, &mut scratch, &mut out).unwrap();
+            assert_eq!(&out, row);
+        }
+        // The flat reader still refuses nested columns rather than guess.
+        assert!(read_row(&batch, 0, &mut Vec::new()).is_err());
     }
 }
