@@ -159,6 +159,8 @@ pub fn owned_row(row: &impl InternalRow) -> Vec<Owned> {
             Datum::Timestamp(t) | Datum::TimestampLtz(t) => {
                 Owned::Micros(t.millis() * 1000 + i64::from(t.nanos_of_milli()) / 1000)
             }
+            // No CDC source writes nested values; kept as their Fluss bytes.
+            Datum::Array(v) | Datum::Map(v) | Datum::Row(v) => Owned::Bytes(v.to_vec()),
         })
         .collect()
 }
