@@ -13,6 +13,8 @@
 #
 #   ROWS=5000000 ROUNDS=1 scripts/bench-cdc-fluss.sh
 #   FJORD=path/to/fjord scripts/bench-cdc-fluss.sh      (skips the build)
+#   SERVER_ARGS='--set log.flush.interval-ms=1000' scripts/bench-cdc-fluss.sh
+#                                   (server options, e.g. interval flushing)
 #
 # DATA_DIR picks where MariaDB and Fjord keep their data (default: a temp
 # dir under TMPDIR). Needs mariadbd / mariadb-install-db / mariadb
@@ -107,7 +109,7 @@ proc_cpu() {
 
 run_mode() { # MODE
     rm -rf "$WORK/fjord-data" "$WORK/state"
-    "$WORK/fjord" server --data-dir "$WORK/fjord-data" --listen 127.0.0.1:0 2>"$WORK/fjord.log" &
+    "$WORK/fjord" server --data-dir "$WORK/fjord-data" --listen 127.0.0.1:0 ${SERVER_ARGS:-} 2>"$WORK/fjord.log" &
     fjord_pid=$!
     for _ in $(seq 1 100); do
         grep -q "listening on" "$WORK/fjord.log" && break
