@@ -32,8 +32,9 @@
 //! `lookup` takes `&mut self`) over the client's shared, batching lookup
 //! client, take the next of `--lookups` keys drawn uniformly from the written
 //! ones, so that many lookups are outstanding at all times. Each result must
-//! be the key's last write (`ts`, `behavior`, the key columns); a missing key
-//! or a stale value fails the run. Latency is per lookup, call to result.
+//! be the key's last write (`ts`, `behavior`, the key columns; which write
+//! that is is found per key before the timed phase, as `fjord bench lookup`
+//! does); a missing key or a stale value fails the run. Latency is per lookup, call to result.
 //!
 //! CPU: this process's getrusage (user + system, all threads) over each
 //! timed phase; with `--server-pid`, the server's utime + stime from
@@ -253,7 +254,7 @@ async fn run(args: &Args) -> anyhow::Result<()> {
 
     if args.mode != Mode::Upsert {
         let lookups = args.lookups.unwrap_or(args.keys as usize);
-        let targets = Arc::new(plan.lookup_keys(lookups, args.seed));
+        let targets = Arc::new(plan.lookup_targets(lookups, args.seed));
         let mut lookupers = Vec::with_capacity(args.in_flight);
         for _ in 0..args.in_flight {
             lookupers.push(table.new_lookup()?.create_lookuper()?);
@@ -268,8 +269,8 @@ async fn run(args: &Args) -> anyhow::Result<()> {
         let tasks: Vec<_> = lookupers
             .into_iter()
             .map(|lookuper| {
-                let (plan, targets, next) = (plan.clone(), targets.clone(), next.clone());
-                tokio::spawn(lookup_worker(lookuper, plan, targets, next))
+                let (targets, next) = (targets.clone(), next.clone());
+                tokio::spawn(lookup_worker(lookuper, targets, next))
             })
             .collect();
         let mut latencies = Vec::with_capacity(lookups);
@@ -335,8 +336,7 @@ struct WorkerResult {
 /// outstanding per task.
 async fn lookup_worker(
     mut lookuper: Lookuper,
-    plan: Arc<Plan>,
-    targets: Arc<Vec<u32>>,
+    targets: Arc<Vec<Target>>,
     next: Arc<AtomicUsize>,
 ) -> WorkerResult {
     let mut done = WorkerResult {
@@ -347,9 +347,10 @@ async fn lookup_worker(
     let mut key = GenericRow::new(2);
     loop {
         let i = next.fetch_add(1, Ordering::Relaxed);
-        let Some(&k) = targets.get(i) else {
+        let Some(target) = targets.get(i) else {
             return done;
         };
+        let k = target.k;
         let (user, item) = key_columns(k);
         key.set_field(0, user);
         key.set_field(1, item);
@@ -358,7 +359,7 @@ async fn lookup_worker(
         done.latencies_ns.push(start.elapsed().as_nanos() as u64);
         let problem = match result {
             Ok(found) => match found.get_single_row() {
-                Ok(Some(row)) => plan.check(k, &row).err(),
+                Ok(Some(row)) => target.check(&row).err(),
                 Ok(None) => Some(format!("key {k} ({user}, {item}) not found")),
                 Err(e) => Some(format!("key {k}: undecodable result: {e}")),
             },
@@ -426,16 +427,41 @@ impl Plan {
         }
     }
 
-    /// `count` keys drawn uniformly from the written ones.
-    fn lookup_keys(&self, count: usize, seed: u64) -> Vec<u32> {
+    /// `count` keys drawn uniformly from the written ones, each with what
+    /// its lookup must find (its last write), found here, before the
+    /// timed phase: read in order while timing, not from tables of
+    /// millions of entries at random (two cache misses a lookup, which
+    /// were a sixth of the lookup phase's CPU). The fluss-rs example and
+    /// `fjord bench lookup` do the same.
+    fn lookup_targets(&self, count: usize, seed: u64) -> Vec<Target> {
         let keys = self.last_write.len() as u64;
         let mut rng = SplitMix(seed ^ 0x6C6F_6F6B_7570_7321);
-        (0..count).map(|_| (rng.next() % keys) as u32).collect()
+        (0..count)
+            .map(|_| {
+                let k = (rng.next() % keys) as u32;
+                let w = self.last_write[k as usize];
+                Target {
+                    k,
+                    w,
+                    behavior: self.behaviors[w as usize],
+                }
+            })
+            .collect()
     }
+}
 
-    /// Whether `row` is key `k`'s last write.
-    fn check(&self, k: u32, row: &dyn DataGetters) -> Result<(), String> {
-        let w = self.last_write[k as usize] as usize;
+/// One lookup to make: key `k`, whose last write was `w`, of behaviour
+/// `behavior` (an index into [`BEHAVIORS`]).
+struct Target {
+    k: u32,
+    w: u32,
+    behavior: u8,
+}
+
+impl Target {
+    /// Whether `row` is the target key's last write.
+    fn check(&self, row: &dyn DataGetters) -> Result<(), String> {
+        let (k, w) = (self.k, self.w as usize);
         let (user, item) = key_columns(k);
         let read = (|| -> fluss::error::Result<(i64, i64, i64, String)> {
             Ok((
@@ -450,7 +476,7 @@ impl Plan {
             user,
             item,
             BASE_TS_MS + w as i64,
-            BEHAVIORS[self.behaviors[w] as usize].to_owned(),
+            BEHAVIORS[self.behavior as usize].to_owned(),
         );
         if read != want {
             return Err(format!(

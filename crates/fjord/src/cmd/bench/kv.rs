@@ -22,7 +22,9 @@
 //! lookup: the table is written first (untimed, by the native writer);
 //! then `--in-flight` tasks, sharing one lookuper, each look up the next of
 //! `--lookups` keys drawn uniformly from the written ones, so that many are
-//! outstanding at all times. Each result must be its key's last write.
+//! outstanding at all times. Each result must be its key's last write
+//! (which write that is is found per key before the timed phase, as the
+//! fluss-rs example does).
 //!
 //! CPU: this process's getrusage over the timed phase; the server's
 //! utime + stime from `/proc/PID/stat` of the child server (or of
@@ -162,26 +164,48 @@ impl KvPlan {
         }
     }
 
-    /// `count` keys drawn uniformly from the written ones.
-    fn lookup_keys(&self, count: usize, seed: u64) -> Vec<u32> {
+    /// `count` keys drawn uniformly from the written ones, each with what
+    /// its lookup must find (its last write), found here, before the
+    /// timed phase: read in order while timing, not from tables of
+    /// millions of entries at random (two cache misses a lookup, which
+    /// were a sixth of the lookup phase's CPU). The fluss-rs example and
+    /// `fjord bench lookup` do the same.
+    fn lookup_targets(&self, count: usize, seed: u64) -> Vec<Target> {
         let keys = self.last_write.len() as u64;
         let mut rng = SplitMix(seed ^ 0x6C6F_6F6B_7570_7321);
-        (0..count).map(|_| (rng.next() % keys) as u32).collect()
+        (0..count)
+            .map(|_| {
+                let k = (rng.next() % keys) as u32;
+                let w = self.last_write[k as usize];
+                Target {
+                    k,
+                    w,
+                    behavior: self.behaviors[w as usize],
+                }
+            })
+            .collect()
     }
+}
 
-    /// Whether `row` is key `k`'s last write. Reads what the fluss-rs
-    /// example's check reads (the key's last write and that write's
-    /// behaviour; the key columns come from `k`), so the two harnesses
-    /// spend the same on it: two loads from tables of millions of entries,
-    /// each a likely cache miss.
-    fn check(&self, k: u32, row: &impl InternalRow) -> Result<(), String> {
-        let w = self.last_write[k as usize] as usize;
+/// One lookup to make: key `k`, whose last write was `w`, of behaviour
+/// `behavior` (an index into [`BEHAVIORS`]).
+struct Target {
+    k: u32,
+    w: u32,
+    behavior: u8,
+}
+
+impl Target {
+    /// Whether `row` is the target key's last write: the four columns the
+    /// fluss-rs example's check reads (the key columns come from `k`).
+    fn check(&self, row: &impl InternalRow) -> Result<(), String> {
+        let (k, w) = (self.k, self.w as usize);
         let (user, item) = key_columns(k);
         let read = (row.datum(0), row.datum(1), row.datum(3), row.datum(4));
         let want = (
             Datum::BigInt(user),
             Datum::BigInt(item),
-            Datum::String(BEHAVIORS[self.behaviors[w] as usize]),
+            Datum::String(BEHAVIORS[self.behavior as usize]),
             Datum::Timestamp(Timestamp::from_millis(BASE_TS_MS + w as i64)),
         );
         if read != want {
@@ -456,8 +480,7 @@ struct Worker {
 /// outstanding per task.
 async fn lookup_worker(
     lookuper: Lookuper,
-    plan: Arc<KvPlan>,
-    targets: Arc<Vec<u32>>,
+    targets: Arc<Vec<Target>>,
     next: Arc<AtomicUsize>,
 ) -> Worker {
     let mut done = Worker {
@@ -467,16 +490,17 @@ async fn lookup_worker(
     };
     loop {
         let i = next.fetch_add(1, Ordering::Relaxed);
-        let Some(&k) = targets.get(i) else {
+        let Some(target) = targets.get(i) else {
             return done;
         };
+        let k = target.k;
         let (user, item) = key_columns(k);
         let key = [Datum::BigInt(user), Datum::BigInt(item)];
         let start = Instant::now();
         let result = lookuper.lookup(&key).await;
         done.latencies_ns.push(start.elapsed().as_nanos() as u64);
         let problem = match result {
-            Ok(Some(row)) => plan.check(k, &row).err(),
+            Ok(Some(row)) => target.check(&row).err(),
             Ok(None) => Some(format!("key {k} ({user}, {item}) not found")),
             Err(e) => Some(format!("key {k}: {e}")),
         };
@@ -502,7 +526,7 @@ pub async fn lookup(
         .await
         .context("writing the table to look up")?;
     let lookuper = client.lookuper(&table.path, config).await?;
-    let targets = Arc::new(plan.lookup_keys(lookups, run.seed));
+    let targets = Arc::new(plan.lookup_targets(lookups, run.seed));
     eprintln!(
         "lookup: {lookups} lookups of {}, {in_flight} in flight",
         table.path
@@ -514,7 +538,6 @@ pub async fn lookup(
         .map(|_| {
             tokio::spawn(lookup_worker(
                 lookuper.clone(),
-                Arc::clone(&plan),
                 Arc::clone(&targets),
                 Arc::clone(&next),
             ))
