@@ -14,12 +14,15 @@ mod support;
 #[path = "../../fjord-cdc/tests/support/mod.rs"]
 mod mariadb;
 
+#[path = "support/cdc.rs"]
+mod cdc;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cdc::{full_log, log_of, run_to_current, spawn_pipeline};
 use fjord_client::{FlussClient, TablePath};
 use mariadb::fjord::{scan_log, scan_pk, Owned};
 use mariadb::{MariaDb, REPL_PASSWORD, REPL_USER};
@@ -62,67 +65,6 @@ pipeline:
     )
     .expect("write pipeline yaml");
     yaml
-}
-
-fn spawn_pipeline(dir: &Path, yaml: &Path) -> Child {
-    let file = |name: &str| {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join(name))
-            .expect("output file")
-    };
-    Command::new(env!("CARGO_BIN_EXE_fjord"))
-        .args(["pipeline", "run"])
-        .arg(yaml)
-        .arg("--until-current")
-        .env("NO_COLOR", "1")
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(file("pipeline.stdout"))
-        .stderr(file("pipeline.stderr"))
-        .spawn()
-        .expect("spawn fjord pipeline run")
-}
-
-fn log_of(dir: &Path) -> String {
-    let err = std::fs::read_to_string(dir.join("pipeline.stderr")).unwrap_or_default();
-    let tail: Vec<&str> = err.lines().rev().take(60).collect();
-    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-}
-
-fn wait_exit(dir: &Path, child: &mut Child) -> std::process::ExitStatus {
-    let deadline = Instant::now() + HANG;
-    loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            return status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the pipeline did not exit within {HANG:?}\n{}", log_of(dir));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Runs the pipeline to the binlog position current at its start; returns
-/// its JSON summary line.
-fn run_to_current(dir: &Path, yaml: &Path) -> serde_json::Value {
-    let before = std::fs::read_to_string(dir.join("pipeline.stdout")).unwrap_or_default();
-    let mut child = spawn_pipeline(dir, yaml);
-    let status = wait_exit(dir, &mut child);
-    assert!(
-        status.success(),
-        "pipeline run failed: {status}\n{}",
-        log_of(dir)
-    );
-    let out = std::fs::read_to_string(dir.join("pipeline.stdout")).unwrap_or_default();
-    let line = out[before.len()..]
-        .lines()
-        .last()
-        .unwrap_or_else(|| panic!("no summary line\n{}", log_of(dir)));
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("summary {line:?}: {e}"))
 }
 
 fn mariadb_rows(db: &MariaDb, table: &str) -> Vec<String> {
@@ -361,7 +303,7 @@ fn a_pipeline_killed_mid_snapshot_resumes_after_its_finished_chunks() {
         "resumed after key {resume_after}: {events} events (expected {left}..{total_rows})\n{summary}"
     );
     assert!(
-        log_of(dir.path()).contains("resuming the snapshot"),
+        full_log(dir.path()).contains("resuming the snapshot"),
         "{}",
         log_of(dir.path())
     );

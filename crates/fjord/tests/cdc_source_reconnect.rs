@@ -16,10 +16,14 @@ mod mariadb;
 #[path = "support/mariadbd.rs"]
 mod mariadbd;
 
+#[path = "support/cdc.rs"]
+mod cdc;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
+use cdc::{full_log as log_of, io_runtime};
 use fjord_client::{FlussClient, TablePath};
 use mariadb::fjord::{scan_log, scan_pk, Owned};
 use mariadb::{MariaDb, REPL_PASSWORD, REPL_USER};
@@ -61,30 +65,6 @@ pipeline:
     )
     .expect("write pipeline yaml");
     yaml
-}
-
-fn spawn_pipeline(dir: &Path, yaml: &Path) -> Child {
-    let file = |name: &str| {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join(name))
-            .expect("output file")
-    };
-    Command::new(env!("CARGO_BIN_EXE_fjord"))
-        .args(["pipeline", "run"])
-        .arg(yaml)
-        .env("NO_COLOR", "1")
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(file("pipeline.stdout"))
-        .stderr(file("pipeline.stderr"))
-        .spawn()
-        .expect("spawn fjord pipeline run")
-}
-
-fn log_of(dir: &Path) -> String {
-    std::fs::read_to_string(dir.join("pipeline.stderr")).unwrap_or_default()
 }
 
 /// MariaDB's rows of `shop.table` (INT and VARCHAR columns), sorted.
@@ -169,29 +149,6 @@ fn wait_same(
     }
 }
 
-fn wait_exit(dir: &Path, child: &mut Child) -> std::process::ExitStatus {
-    let deadline = Instant::now() + HANG;
-    loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            return status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the pipeline did not exit within {HANG:?}\n{}", log_of(dir));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn io_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
 fn create_tables(db: &MariaDb) {
     let mut sql = String::from(
         "CREATE DATABASE shop;
@@ -217,7 +174,7 @@ fn mariadb_restarted_mid_stream_the_pipeline_reconnects_and_converges() {
     create_tables(&db);
     // Enough retries to outlast a restart (waits of 1, 2, 4, 8... s).
     let yaml = pipeline_yaml(dir.path(), &db, &fjord, 10);
-    let mut child = spawn_pipeline(dir.path(), &yaml);
+    let mut child = cdc::spawn_pipeline_with(dir.path(), &yaml, false);
     wait_same(
         &rt,
         &fjord,
@@ -273,7 +230,7 @@ fn mariadb_restarted_mid_stream_the_pipeline_reconnects_and_converges() {
     // SAFETY: kill(2) on the pid of a child we own and have not reaped.
     let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
     assert_eq!(rc, 0, "kill(SIGTERM)");
-    let status = wait_exit(dir.path(), &mut child);
+    let status = cdc::wait_exit(dir.path(), &mut child, HANG);
     assert!(status.success(), "{status}\n{}", log_of(dir.path()));
 }
 
@@ -286,7 +243,7 @@ fn mariadb_gone_for_good_fails_the_pipeline_naming_the_server() {
     let rt = io_runtime();
     create_tables(&db);
     let yaml = pipeline_yaml(dir.path(), &db, &fjord, 2);
-    let mut child = spawn_pipeline(dir.path(), &yaml);
+    let mut child = cdc::spawn_pipeline_with(dir.path(), &yaml, false);
     wait_same(
         &rt,
         &fjord,
@@ -297,7 +254,7 @@ fn mariadb_gone_for_good_fails_the_pipeline_naming_the_server() {
     );
 
     mariadbd::shutdown(&db);
-    let status = wait_exit(dir.path(), &mut child);
+    let status = cdc::wait_exit(dir.path(), &mut child, HANG);
     let log = log_of(dir.path());
     assert!(!status.success(), "the pipeline exited cleanly\n{log}");
     let server = format!("127.0.0.1:{}", db.port());

@@ -261,21 +261,7 @@ pub fn log_of(dir: &Path) -> String {
 pub fn run_to_current(dir: &Path, yaml: &Path) -> serde_json::Value {
     let before = std::fs::read_to_string(dir.join("pipeline.stdout")).unwrap_or_default();
     let mut child = spawn_pipeline(dir, yaml);
-    let deadline = Instant::now() + RUN_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "pipeline run did not end within {RUN_TIMEOUT:?}\n{}",
-                log_of(dir)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_exit(dir, &mut child, RUN_TIMEOUT);
     assert!(
         status.success(),
         "pipeline run failed: {status}\n{}",
