@@ -174,6 +174,8 @@ pub struct EventBatch {
     rows: Vec<u8>,
     schema_changes: Vec<SchemaChangeEvent>,
     position: Option<SourcePosition>,
+    /// The position must be durable before any later batch is written.
+    durable: bool,
     events_max: usize,
     bytes_soft_max: usize,
 }
@@ -194,6 +196,7 @@ impl EventBatch {
             rows: Vec::new(),
             schema_changes: Vec::new(),
             position: None,
+            durable: false,
             events_max,
             bytes_soft_max,
         }
@@ -206,6 +209,7 @@ impl EventBatch {
         self.rows.clear();
         self.schema_changes.clear();
         self.position = None;
+        self.durable = false;
     }
 
     /// Number of events.
@@ -292,6 +296,21 @@ impl EventBatch {
     /// pipeline resumes once the sink has confirmed this batch.
     pub fn set_position(&mut self, position: SourcePosition) {
         self.position = Some(position);
+    }
+
+    /// Sets a position that the runtime commits before it writes any later
+    /// batch: for a source that must know, after any restart, that it got
+    /// this far before anything after it reached the sink. Only valid on a
+    /// batch without events, before the source's first event of the run
+    /// (the runtime refuses it otherwise).
+    pub fn set_position_durable(&mut self, position: SourcePosition) {
+        self.position = Some(position);
+        self.durable = true;
+    }
+
+    /// Whether the position was set with [`EventBatch::set_position_durable`].
+    pub fn position_is_durable(&self) -> bool {
+        self.durable
     }
 
     /// The position after the last event, if the source set one.

@@ -231,6 +231,15 @@ impl OffsetStore {
         })
     }
 
+    /// Durably replaces the position, keeping the sink state last committed
+    /// (or loaded) by this process: for a position committed before the
+    /// sink wrote anything since that state.
+    pub fn commit_position(&self, position: &SourcePosition) -> Result<(), OffsetError> {
+        let mut committed = self.last.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        committed.position = Some(position.clone());
+        self.commit_all(&committed)
+    }
+
     /// Durably replaces the sink state, keeping the position last committed
     /// (or loaded) by this process: for a sink whose state changes between
     /// two positions (a table it starts writing).

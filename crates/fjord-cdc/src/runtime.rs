@@ -435,6 +435,26 @@ pub fn drive(
                 events += batch.len() as u64;
                 batches += 1;
                 let wrote_events = !batch.is_empty();
+                let durable = batch.position_is_durable().then(|| batch.take_position());
+                if let Some(Some(position)) = durable {
+                    if events > 0 {
+                        break Err(PipelineError::Source(SourceError::Config(
+                            "the source asked for a durable position after events of the run (a source bug)"
+                                .to_string(),
+                        )));
+                    }
+                    // Nothing of this run reached the sink: the position
+                    // goes with the sink state as last committed.
+                    if let Some(store) = store {
+                        if let Err(e) = store.commit_position(&position) {
+                            break Err(e.into());
+                        }
+                    }
+                    confirmed = Some(position);
+                    uncommitted = false;
+                    let _ = free_tx.send(batch);
+                    continue;
+                }
                 if let Some(position) = batch.take_position() {
                     if confirmed.as_ref() != Some(&position) {
                         confirmed = Some(position);
@@ -663,6 +683,84 @@ mod tests {
             self.next += 1;
             Ok(Poll::Ready)
         }
+    }
+
+    /// A durable position first (no events), then what `inner` emits.
+    struct DurableFirst {
+        durable: Option<u64>,
+        inner: Scripted,
+    }
+
+    impl Source for DurableFirst {
+        fn next_batch(&mut self, batch: &mut EventBatch) -> Result<Poll, SourceError> {
+            if let Some(bytes) = self.durable.take() {
+                batch.set_position_durable(SourcePosition::InputOffset { bytes });
+                return Ok(Poll::Ready);
+            }
+            self.inner.next_batch(batch)
+        }
+    }
+
+    /// Fails the run on its first batch with events, after the durable
+    /// position's batch (which has none).
+    struct FailOnEvents;
+
+    impl Sink for FailOnEvents {
+        fn write_batch(&mut self, batch: &EventBatch) -> Result<(), SinkError> {
+            if batch.is_empty() {
+                return Ok(());
+            }
+            Err(SinkError::Failed {
+                sink: "test",
+                message: "refused".into(),
+            })
+        }
+        fn flush(&mut self) -> Result<(), SinkError> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_durable_position_is_committed_before_the_next_batch_is_written() {
+        use crate::schema::{Column, TableId, TableSchema};
+        use crate::types::DataType;
+        let schema = std::sync::Arc::new(
+            TableSchema::new(
+                TableId::new("d", "t"),
+                1,
+                vec![Column::new("id", DataType::BigInt, false)],
+                &[],
+            )
+            .unwrap(),
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let store = OffsetStore::open(dir.path(), "test").unwrap();
+        store.commit_sink_state("earlier").unwrap();
+        // A commit interval no run reaches: only the durable position is
+        // committed before the sink fails on the first events.
+        let result = drive(
+            Box::new(DurableFirst {
+                durable: Some(7),
+                inner: Scripted {
+                    schema,
+                    positions: vec![8, 9],
+                    next: 0,
+                },
+            }),
+            Box::new(FailOnEvents),
+            Router::default(),
+            Some(&store),
+            DriveConfig {
+                commit_interval: Duration::from_secs(3600),
+                batch_events_max: 1,
+                progress_interval: Duration::ZERO,
+            },
+            &StopFlag::new(),
+        );
+        assert!(result.is_err());
+        let c = store.load_committed().unwrap().unwrap();
+        assert_eq!(c.position, Some(SourcePosition::InputOffset { bytes: 7 }));
+        assert_eq!(c.sink_state.as_deref(), Some("earlier"));
     }
 
     /// Its state is the number of events written when it is taken.

@@ -4,6 +4,8 @@
 //!   written to (updates, deletes, inserts, key changes) during the whole
 //!   run that snapshots it, next to a table read whole (composite key) and
 //!   a log table: after catching up, every Fjord table equals MariaDB's;
+//! - rows a killed run delivered but never committed, of keys MariaDB
+//!   deleted or moved before the next run, do not outlive the next run;
 //! - a pipeline SIGKILLed mid-snapshot commits its finished chunks: the
 //!   state it left records them, the next run resumes after the last one
 //!   (it delivers fewer rows than the tables hold), and the tables converge
@@ -22,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cdc::{full_log, log_of, run_to_current, spawn_pipeline};
+use cdc::{full_log, log_of, run_to_current, spawn_pipeline, spawn_pipeline_with};
 use fjord_client::{FlussClient, TablePath};
 use mariadb::fjord::{scan_log, scan_pk, Owned};
 use mariadb::{MariaDb, REPL_PASSWORD, REPL_USER};
@@ -35,6 +37,16 @@ const HANG: Duration = Duration::from_secs(300);
 const TABLES: [&str; 3] = ["kv", "log", "pairs"];
 
 fn pipeline_yaml(dir: &Path, db: &MariaDb, fjord: &FjordServer, chunk_rows: u32) -> PathBuf {
+    pipeline_yaml_committing(dir, db, fjord, chunk_rows, 20)
+}
+
+fn pipeline_yaml_committing(
+    dir: &Path,
+    db: &MariaDb,
+    fjord: &FjordServer,
+    chunk_rows: u32,
+    commit_ms: u64,
+) -> PathBuf {
     let yaml = dir.join("pipeline.yaml");
     std::fs::write(
         &yaml,
@@ -56,7 +68,7 @@ sink:
 pipeline:
   name: chunked snapshot test
   state-dir: {state}
-  state.commit-interval-ms: 20
+  state.commit-interval-ms: {commit_ms}
 ",
             port = db.port(),
             servers = fjord.bootstrap_servers(),
@@ -308,4 +320,90 @@ fn a_pipeline_killed_mid_snapshot_resumes_after_its_finished_chunks() {
         log_of(dir.path())
     );
     assert_same(&rt, &fjord, &db, "after the resumed snapshot");
+}
+
+/// Rows of `shop.table` in Fjord, or None while the table does not exist.
+fn fjord_row_count(
+    rt: &tokio::runtime::Runtime,
+    fjord: &FjordServer,
+    table: &str,
+) -> Option<usize> {
+    let client = rt
+        .block_on(FlussClient::connect(&[fjord.bootstrap_servers()]))
+        .ok()?;
+    let info = rt
+        .block_on(client.refresh_table_info(&TablePath::new("shop", table)))
+        .ok()?;
+    Some(if info.descriptor.has_primary_key() {
+        rt.block_on(scan_pk(&client, &info)).len()
+    } else {
+        rt.block_on(scan_log(&client, &info)).len()
+    })
+}
+
+/// A run that delivered the whole snapshot to Fjord and was killed before
+/// it committed any of it, then deletes and key changes in MariaDB: the
+/// next run reads every table again, as of a later binlog position, and
+/// must still delete in Fjord the rows the killed run delivered for keys
+/// MariaDB no longer has, in a chunked table and in one read whole (a new
+/// read alone never deletes; the binlog events that do are older than the
+/// new read, so the resumed snapshot must not skip them).
+#[test]
+fn rows_a_killed_run_delivered_uncommitted_go_when_mariadb_deleted_them_since() {
+    let db = MariaDb::start();
+    let data = tempfile::tempdir().expect("fjord data dir");
+    let fjord = FjordServer::start(data.path());
+    let dir = tempfile::tempdir().expect("pipeline dir");
+    let rt = io_runtime();
+    let kv_rows = 2_000;
+    create_tables(&db, kv_rows);
+    // Four chunks; no commit of a position within the run's life.
+    let yaml = pipeline_yaml_committing(dir.path(), &db, &fjord, 500, 3_600_000);
+
+    // Runs until killed (no --until-current, whose end commits).
+    let mut child = spawn_pipeline_with(dir.path(), &yaml, false);
+    let deadline = Instant::now() + HANG;
+    let expected = [("kv", kv_rows as usize), ("pairs", 50), ("log", 200)];
+    while !expected
+        .iter()
+        .all(|(t, n)| fjord_row_count(&rt, &fjord, t) == Some(*n))
+    {
+        if let Some(status) = child.try_wait().expect("wait") {
+            panic!(
+                "the pipeline ended ({status}) before its snapshot reached Fjord\n{}",
+                log_of(dir.path())
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the snapshot did not reach Fjord within {HANG:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().expect("SIGKILL the pipeline");
+    let _ = child.wait();
+    // The killed run committed no finished table: the next run reads all again.
+    if let Some(data) = committed_data(dir.path()) {
+        assert!(
+            !data
+                .split(';')
+                .any(|r| r.starts_with("C,") || r.starts_with("W,")),
+            "the killed run committed snapshot progress: {data}"
+        );
+    }
+
+    db.sql(
+        "DELETE FROM shop.kv WHERE id % 7 = 0;
+         UPDATE shop.kv SET id = id + 1000000 WHERE id % 11 = 0;
+         DELETE FROM shop.pairs WHERE b % 3 = 0;
+         UPDATE shop.pairs SET b = b + 100 WHERE b % 4 = 1;
+         INSERT INTO shop.log VALUES (9, 'after');",
+    );
+    run_to_current(dir.path(), &yaml);
+    assert_same(
+        &rt,
+        &fjord,
+        &db,
+        "after a run that delivered without committing",
+    );
 }

@@ -40,8 +40,25 @@
 //! binlog phase's filter keeps the recorded watermarks. While the binlog
 //! phase is still inside the watermarks, its positions carry the filter too.
 //!
-//! Not handled: DDL on a table while its snapshot runs (as in Flink CDC);
-//! the row count check refuses rows of another shape.
+//! An earlier attempt may have delivered rows it never committed, of any
+//! table or chunk past the committed progress, as of its own (older)
+//! watermarks. A new read only upserts what is there now, so a row that
+//! attempt delivered and MariaDB deleted since would stay if the binlog
+//! phase skipped the delete as "before the new read". Hence the *floor*:
+//! the binlog head when the snapshot first started, committed (alone, as
+//! the first position, before any row reaches the sink) with the progress.
+//! A resumed snapshot records every table with a key that it reads, chunked
+//! or whole, under the floor instead of its read's watermark: the binlog
+//! phase then replays, for those keys, every change since the snapshot
+//! began on top of the newer rows, which converges (whole-row upserts and
+//! deletes in order). Keyless tables keep their watermark: the sink's
+//! replay matching needs the same rows again, and it handles them.
+//!
+//! Not handled: DDL on a table while its snapshot runs, or between its
+//! floor and a resumed attempt (as in Flink CDC); the row count check
+//! refuses rows of another shape. `snapshot` mode (no binlog phase)
+//! restarted after a kill keeps rows an earlier attempt delivered whose
+//! keys were deleted since.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -82,8 +99,10 @@ const BACKFILL_REREADS_MAX: u32 = 8;
 /// replayed change is a whole-row upsert or delete, applied in order).
 const RUNS_PER_TABLE_MAX: usize = 128;
 
-/// Version tag of the snapshot progress encoding in positions.
-const PROGRESS_VERSION: &str = "chunks1";
+/// Version tag of the snapshot progress encoding in positions (`chunks2`
+/// added the floor; `chunks1` progress, without one, is still read).
+const PROGRESS_VERSION: &str = "chunks2";
+const PROGRESS_VERSION_NO_FLOOR: &str = "chunks1";
 
 /// A binlog position; watermarks compare in binlog order (file names share
 /// a prefix and a fixed-width counter).
@@ -173,6 +192,9 @@ impl TableMarks {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Progress {
     pub tables: Vec<(TableId, TableMarks)>,
+    /// The binlog head when the snapshot first started, committed before
+    /// any of its rows reached the sink: no read of any attempt is older.
+    pub floor: Option<Watermark>,
 }
 
 fn hex(text: &str, out: &mut String) {
@@ -198,11 +220,15 @@ impl Progress {
         self.tables.iter().find(|(t, _)| t == id).map(|(_, m)| m)
     }
 
-    /// Text form for positions: `chunks1;` then one `;`-separated record
-    /// per table: `W,db,table,file,pos` or `C,db,table,done,(upper,file,pos)*`
-    /// (names in hex, `-` for no upper bound).
+    /// Text form for positions: `chunks2;`, the floor as `F,file,pos` if
+    /// any, then one `;`-separated record per table: `W,db,table,file,pos`
+    /// or `C,db,table,done,(upper,file,pos)*` (names in hex, `-` for no
+    /// upper bound).
     pub(crate) fn encode(&self) -> String {
         let mut out = String::from(PROGRESS_VERSION);
+        if let Some(floor) = &self.floor {
+            let _ = write!(out, ";F,{},{}", floor.file, floor.pos);
+        }
         for (id, marks) in &self.tables {
             out.push(';');
             out.push(match marks {
@@ -246,21 +272,27 @@ impl Progress {
             return Ok(Progress::default());
         }
         let mut records = text.split(';');
-        if records.next() != Some(PROGRESS_VERSION) {
+        let version = records.next();
+        if version != Some(PROGRESS_VERSION) && version != Some(PROGRESS_VERSION_NO_FLOOR) {
             return Err(bad());
         }
+        let watermark = |file: Option<&str>, pos: Option<&str>| {
+            Some(Watermark {
+                file: file.filter(|f| !f.is_empty())?.to_string(),
+                pos: pos?.parse().ok()?,
+            })
+        };
         let mut tables = Vec::new();
+        let mut floor = None;
         for record in records {
             let mut f = record.split(',');
             let kind = f.next().ok_or_else(bad)?;
+            if kind == "F" && floor.is_none() && tables.is_empty() {
+                floor = Some(watermark(f.next(), f.next()).ok_or_else(bad)?);
+                continue;
+            }
             let db = f.next().and_then(unhex).ok_or_else(bad)?;
             let table = f.next().and_then(unhex).ok_or_else(bad)?;
-            let watermark = |file: Option<&str>, pos: Option<&str>| {
-                Some(Watermark {
-                    file: file.filter(|f| !f.is_empty())?.to_string(),
-                    pos: pos?.parse().ok()?,
-                })
-            };
             let marks = match kind {
                 "W" => TableMarks::Whole(watermark(f.next(), f.next()).ok_or_else(bad)?),
                 "C" => {
@@ -279,7 +311,7 @@ impl Progress {
             };
             tables.push((TableId::new(&db, &table), marks));
         }
-        Ok(Progress { tables })
+        Ok(Progress { tables, floor })
     }
 
     /// The lowest watermark (where the binlog phase starts), if any.
@@ -846,11 +878,22 @@ mod tests {
                     TableMarks::Whole(w("b.000002", 9)),
                 ),
             ],
+            floor: Some(w("b.000001", 50)),
         };
         let text = progress.encode();
         assert_eq!(Progress::decode(&text).unwrap(), progress);
         assert_eq!(Progress::decode("").unwrap(), Progress::default());
         assert!(Progress::decode("chunks0;x").is_err());
+        // A floor alone (what a fresh snapshot commits first), and progress
+        // stored before floors existed.
+        let floor_only = Progress {
+            tables: Vec::new(),
+            floor: Some(w("b.000001", 4)),
+        };
+        assert_eq!(Progress::decode(&floor_only.encode()).unwrap(), floor_only);
+        let old = Progress::decode("chunks1;W,617070,6c6f67,b.000002,9").unwrap();
+        assert_eq!(old.floor, None);
+        assert_eq!(old.tables.len(), 1);
         assert_eq!(progress.lowest(), Some(w("b.000001", 100)));
         let TableMarks::Chunks { runs, .. } = &chunks else {
             unreachable!()

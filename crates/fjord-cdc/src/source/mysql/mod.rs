@@ -208,6 +208,12 @@ struct SnapshotState {
     initial: bool,
     /// Finished tables and chunks (what positions record).
     progress: Progress,
+    /// A fresh snapshot's floor is not committed yet: the first batch
+    /// carries it alone, as a position the runtime commits before any row.
+    announce_floor: bool,
+    /// A resumed snapshot: the floor every table with a key is recorded
+    /// under instead of its read's watermark (see `chunks`, "Resume").
+    lower_to: Option<chunks::Watermark>,
     /// The chunk being delivered.
     draining: Option<Draining>,
     /// Where backfill events are decoded to find the keys they touch.
@@ -384,7 +390,7 @@ impl MySqlSource {
                     progress.tables.len(),
                     progress.tables.iter().filter(|(_, m)| m.done()).count()
                 );
-                source.start_snapshot(initial, progress)?;
+                source.start_snapshot(initial, progress, false)?;
                 return Ok(source);
             }
             Some(other) => {
@@ -404,7 +410,20 @@ impl MySqlSource {
         match source.config.startup.clone() {
             StartupMode::Initial | StartupMode::Snapshot => {
                 let initial = matches!(source.config.startup, StartupMode::Initial);
-                source.start_snapshot(initial, Progress::default())?;
+                // The binlog head now is older than anything this snapshot
+                // (or any restart of it) reads: the floor a restart
+                // replays from for keyed tables (see `chunks`, "Resume").
+                let floor = if initial {
+                    let (file, pos) = master_status(&mut conn).await?;
+                    Some(chunks::Watermark { file, pos })
+                } else {
+                    None
+                };
+                let progress = Progress {
+                    tables: Vec::new(),
+                    floor,
+                };
+                source.start_snapshot(initial, progress, true)?;
             }
             StartupMode::EarliestOffset => {
                 let logs = binary_logs(&mut conn).await?;
@@ -465,7 +484,13 @@ impl MySqlSource {
 
     /// Plans the snapshot (tables in order, chunked by an integer key or
     /// read whole, minus what `progress` has finished) and starts its reader.
-    fn start_snapshot(&mut self, initial: bool, mut progress: Progress) -> Result<(), SourceError> {
+    /// `fresh`: no earlier attempt of this snapshot can have delivered rows.
+    fn start_snapshot(
+        &mut self,
+        initial: bool,
+        mut progress: Progress,
+        fresh: bool,
+    ) -> Result<(), SourceError> {
         let mut ids: Vec<TableId> = self.cache.tables.keys().cloned().collect();
         ids.sort();
         let mut plan = Vec::new();
@@ -498,11 +523,15 @@ impl MySqlSource {
             server_id: self.server_id,
         };
         tokio::spawn(chunks::read(reader, plan.clone(), tx));
+        let announce_floor = fresh && progress.floor.is_some();
+        let lower_to = if fresh { None } else { progress.floor.clone() };
         self.phase = Phase::Snapshot(Box::new(SnapshotState {
             rx,
             plan,
             tables,
             initial,
+            announce_floor,
+            lower_to,
             progress,
             draining: None,
             scratch_batch: EventBatch::default(),
@@ -864,6 +893,11 @@ impl MySqlSource {
             let Phase::Snapshot(state) = &mut self.phase else {
                 return Ok(Poll::Ready);
             };
+            if state.announce_floor {
+                state.announce_floor = false;
+                batch.set_position_durable(Self::snapshot_position(&state.progress));
+                return Ok(Poll::Ready);
+            }
             let now = Instant::now();
             if batch.is_full() || self.stop.is_raised() || now >= deadline {
                 break;
@@ -885,7 +919,10 @@ impl MySqlSource {
                             &mut state.progress.tables.last_mut().expect("just pushed").1
                         }
                     };
-                    marks.push_chunk(chunk.hi, chunk.high.clone());
+                    // Chunked tables have a key: a resumed run records
+                    // them under the floor.
+                    let high = state.lower_to.as_ref().unwrap_or(&chunk.high).clone();
+                    marks.push_chunk(chunk.hi, high);
                     state.draining = None;
                 }
                 continue;
@@ -904,6 +941,13 @@ impl MySqlSource {
                 }
                 Some(Read::WholeDone(table, at)) => {
                     let id = state.plan[table].id.clone();
+                    // A keyless table keeps its read's watermark: the
+                    // sink's replay matching needs the same rows replayed.
+                    let keyed = !self.cache.tables[&id].schema.primary_key().is_empty();
+                    let at = match &state.lower_to {
+                        Some(floor) if keyed => floor.clone(),
+                        _ => at,
+                    };
                     state.progress.tables.push((id, TableMarks::Whole(at)));
                 }
                 Some(Read::Chunk(chunk)) => {
