@@ -86,7 +86,7 @@ use fjord_format::log_batch::{
 use fjord_storage::{LogTablet, RewriteOutcome, SegmentInfo, SegmentRewrite};
 use tracing::{info, warn};
 
-use super::columns::{read_row, ColumnsBuilder};
+use super::columns::{read_row_into, recycle, ColumnsBuilder};
 use super::table::KvTable;
 use super::tablet::KvTablet;
 use crate::error::{ApiError, ErrorCode};
@@ -403,6 +403,10 @@ fn for_each_row(
         ))
     };
     let mut key = Vec::new();
+    // Reused across rows: the datums of one row, and the bytes its ARRAY,
+    // MAP and ROW values are written again into (`read_row_into`).
+    let mut datums: Vec<Datum<'_>> = Vec::new();
+    let mut nested_scratch: Vec<u8> = Vec::new();
     let mut next = seg.base_offset;
     while next < seg.end_offset {
         if stop.load(Ordering::Acquire) {
@@ -446,17 +450,17 @@ fn for_each_row(
                 ));
             };
             let row_bytes = batch.size_in_bytes() / count as usize;
-            let mut datums: Vec<Datum<'_>> = Vec::with_capacity(decoded.records.num_columns());
             for (i, &byte) in types.as_slice().iter().enumerate() {
                 let change = ChangeType::from_byte(byte).unwrap_or(ChangeType::UpdateBefore);
-                read_row(&decoded.records, i, &mut datums)
+                let mut row_datums = recycle(std::mem::take(&mut datums));
+                read_row_into(&decoded.records, i, &mut nested_scratch, &mut row_datums)
                     .map_err(|e| corrupt(batch.base_offset(), e.to_string()))?;
                 // An older schema's row, as the current schema reads it.
-                datums.resize(table.arity(), Datum::Null);
+                row_datums.resize(table.arity(), Datum::Null);
                 key.clear();
                 table
                     .keys
-                    .encode_datums(&datums, &mut key)
+                    .encode_datums(&row_datums, &mut key)
                     .map_err(|e| corrupt(batch.base_offset(), e.to_string()))?;
                 each(&Row {
                     offset: batch.base_offset() + i as i64,
@@ -464,8 +468,9 @@ fn for_each_row(
                     timestamp: batch.commit_timestamp(),
                     bytes: row_bytes,
                     key: &key,
-                    datums: &datums,
+                    datums: &row_datums,
                 })?;
+                datums = recycle(row_datums);
             }
         }
     }

@@ -1,8 +1,9 @@
 //! Rows of datums in and out of Arrow columns, for the changelog of
 //! primary-key tables: [`ColumnsBuilder`] appends a row's datums to Arrow
 //! builders chosen once per schema (the changelog batch of one KV batch),
-//! and [`read_row`] reads one row of a changelog batch back as datums (the
-//! KV store's replay at start-up).
+//! and [`read_row_into`] reads one row of a changelog batch back as datums
+//! (the KV store's replay at start-up and the changelog compaction);
+//! [`read_row`] is its flat-only form, which refuses nested columns.
 //!
 //! The value conventions are [`Datum`]'s; the Arrow types are
 //! [`fjord_format::arrow_schema::to_arrow_type`]'s (Fluss's `ArrowUtils`):
@@ -14,7 +15,11 @@
 //! arrays when the batch is finished (`nested_array`); reading one back
 //! ([`read_row_into`]) writes those bytes again into a caller's scratch
 //! buffer. The element types come from the Arrow schema itself
-//! (`fluss_type`), so the builder needs nothing but the schema.
+//! (`fluss_type`), so the builder needs nothing but the schema. A row of
+//! flat columns reads as it would with [`read_row`]: no nested work and no
+//! allocation (the scratch buffer is left empty); a row with nested values
+//! allocates for their children while writing their bytes again, which
+//! only tables with nested columns pay.
 
 use std::sync::Arc;
 
@@ -66,8 +71,9 @@ pub enum ColumnsError {
         /// Columns of the schema.
         columns: usize,
     },
-    /// A column type this module does not handle (nested types).
-    #[error("column {column} has type {arrow_type}, which primary-key tables do not support yet")]
+    /// A column type this module does not handle: an Arrow type no Fluss
+    /// type maps to, or a nested column given to the flat [`read_row`].
+    #[error("column {column} has type {arrow_type}, which this reader does not handle")]
     Unsupported {
         /// Column position.
         column: usize,
@@ -480,7 +486,9 @@ fn read_value<'a>(
 }
 
 /// Reads row `row` of `batch` into `out` (cleared first), one datum per
-/// column; strings and bytes borrow from the batch.
+/// column; strings and bytes borrow from the batch. Flat columns only: an
+/// ARRAY, MAP or ROW column is refused ([`ColumnsError::Unsupported`]);
+/// [`read_row_into`] reads those too.
 pub fn read_row<'a>(
     batch: &'a RecordBatch,
     row: usize,
@@ -764,9 +772,21 @@ fn encode_nested(
     }
 }
 
+/// Empties `v` and hands its allocation back with another lifetime: the
+/// datums of one record borrow that record's bytes (or a scratch buffer,
+/// see [`read_row_into`]), and the vectors are reused for the next record
+/// without allocating (the in-place collect reuses the buffer; no element
+/// survives, so no borrow outlives its bytes).
+pub(crate) fn recycle<'a, 'b>(mut v: Vec<Datum<'a>>) -> Vec<Datum<'b>> {
+    v.clear();
+    v.into_iter().map(|_| Datum::Null).collect()
+}
+
 /// Reads row `row` of `batch` into `out` like [`read_row`], nested columns
 /// included: their values are written again as Fluss binary bytes into
-/// `scratch` (cleared first), which the nested datums borrow.
+/// `scratch` (cleared first), which the nested datums borrow. Callers keep
+/// one `scratch` (and, through [`recycle`], one `out`) across the rows of
+/// a loop, so a row without nested values allocates nothing.
 pub fn read_row_into<'a>(
     batch: &'a RecordBatch,
     row: usize,

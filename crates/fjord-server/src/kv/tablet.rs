@@ -54,7 +54,7 @@ use fjord_storage::kv::{AppliedState, KvSnapshot, KvStore, KvValue};
 use fjord_storage::LogTablet;
 use tracing::{info, warn};
 
-use super::columns::{read_row, ColumnsBuilder};
+use super::columns::{read_row_into, recycle, ColumnsBuilder};
 use super::key::{KvKey, KvRow, INLINE_ROW_BYTES_MAX};
 use super::merge::{AggMode, MergeError, MergeOutcome, RowMerger, RowSink};
 use super::table::KvTable;
@@ -169,15 +169,6 @@ struct WriteState {
     old_datums: Vec<Datum<'static>>,
     new_datums: Vec<Datum<'static>>,
     merged_datums: Vec<Datum<'static>>,
-}
-
-/// Empties `v` and hands its allocation back with another lifetime: the
-/// datums of one record borrow that record's bytes, and the vectors are
-/// reused for the next record without allocating (the in-place collect
-/// reuses the buffer; no element survives, so no borrow outlives its bytes).
-fn recycle<'a, 'b>(mut v: Vec<Datum<'a>>) -> Vec<Datum<'b>> {
-    v.clear();
-    v.into_iter().map(|_| Datum::Null).collect()
 }
 
 /// Decodes a stored value (`schemaId ‖ row`) with the codec of its schema
@@ -1318,7 +1309,10 @@ impl KvTablet {
     /// delete it, `-U` rows are skipped (every changelog row is a full
     /// image). Rows already in the store (its applied state may lag its
     /// tables) are rewritten unchanged, and the row count follows what the
-    /// keys actually hold, so a replay over them changes nothing.
+    /// keys actually hold, so a replay over them changes nothing. ARRAY,
+    /// MAP and ROW columns are read back as their Fluss bytes
+    /// ([`read_row_into`], into one scratch buffer reused across rows), so
+    /// the stored rows are those the writes stored.
     fn replay(&self, from: AppliedState, to: i64) -> Result<AppliedState, ApiError> {
         let bucket = self.bucket;
         let table = self.table();
@@ -1335,6 +1329,9 @@ impl KvTablet {
         let mut store_state = lock(&self.flush);
         let mut state = from;
         let mut datums: Vec<Datum<'_>> = Vec::new();
+        // The bytes of a row's ARRAY, MAP and ROW values, written again
+        // from the batch's nested Arrow columns; reused across rows.
+        let mut nested_scratch: Vec<u8> = Vec::new();
         let mut key = Vec::new();
         let mut value = Vec::new();
         while state.offset < to {
@@ -1380,7 +1377,7 @@ impl KvTablet {
                             continue;
                         }
                         let mut row_datums = recycle(std::mem::take(&mut datums));
-                        read_row(&decoded.records, row, &mut row_datums)
+                        read_row_into(&decoded.records, row, &mut nested_scratch, &mut row_datums)
                             .map_err(|e| corrupt(batch.base_offset(), e.to_string()))?;
                         let width = row_datums.len();
                         // The key encoder reads rows of the current schema.
