@@ -86,7 +86,8 @@ fn invalid_table(why: String) -> ApiError {
     ApiError::new(ErrorCode::InvalidTableException, why)
 }
 
-/// Column types a primary key cannot have (Fluss's `KEY_UNSUPPORTED_TYPES`).
+/// Column types a primary key cannot have (Fluss's `KEY_UNSUPPORTED_TYPES`),
+/// and that INDEXED stored rows cannot hold.
 fn is_nested(kind: &TypeKind) -> bool {
     matches!(
         kind,
@@ -98,6 +99,13 @@ impl KvTable {
     /// Derives the KV view of a table with one schema, refusing what Fluss
     /// refuses for primary-key tables (and what Fjord does not support yet)
     /// with Fluss's error code and a message naming the problem.
+    ///
+    /// ARRAY, MAP and ROW value columns are accepted with the COMPACTED kv
+    /// format (the default): stored rows, changelog images, merges and the
+    /// replay carry their values. With `table.kv.format` = INDEXED they are
+    /// refused with INVALID_TABLE_EXCEPTION naming the column: Fjord's
+    /// INDEXED rows hold flat values only. Key columns are never nested
+    /// (Fluss's refusal, same code).
     pub fn new(
         schema: Arc<Schema>,
         schema_id: i32,
@@ -149,12 +157,6 @@ impl KvTable {
                 )));
             }
         }
-        if let Some(column) = columns.iter().find(|c| is_nested(c.data_type.kind())) {
-            return Err(invalid_table(format!(
-                "column '{}' has type {}: Fjord does not support ARRAY, MAP or ROW columns in primary-key tables yet",
-                column.name, column.data_type
-            )));
-        }
         if let Some(name) = schema.auto_increment_columns().first() {
             return Err(invalid_table(format!(
                 "column '{name}' is an auto-increment column, which Fjord does not support yet"
@@ -169,6 +171,14 @@ impl KvTable {
                 )
             })?,
         };
+        if format == RowFormat::Indexed {
+            if let Some(column) = columns.iter().find(|c| is_nested(c.data_type.kind())) {
+                return Err(invalid_table(format!(
+                    "column '{}' has type {}, which '{TABLE_KV_FORMAT}' = INDEXED cannot store: Fjord's INDEXED rows do not hold ARRAY, MAP or ROW values; use the COMPACTED kv format (the default)",
+                    column.name, column.data_type
+                )));
+            }
+        }
         let row_type: Vec<DataType> = columns.iter().map(|c| c.data_type.clone()).collect();
         let rows = RowCodec::new(format, &row_type)
             .map_err(|e| invalid_table(format!("the rows of this table cannot be stored: {e}")))?;

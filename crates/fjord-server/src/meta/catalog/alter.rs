@@ -407,7 +407,8 @@ fn alter_columns(
     if let Some(kv) = &current.kv {
         // What the tablets will have to serve, checked before anything is
         // written (Fjord's own limits on primary-key tables, such as no
-        // nested columns, apply to added columns too).
+        // nested columns under the INDEXED kv format, apply to added
+        // columns too).
         let mut all: Vec<Arc<fjord_format::Schema>> = current
             .schemas
             .iter()
@@ -586,12 +587,28 @@ mod tests {
         assert_eq!(kv.schemas.len(), 2);
         assert_eq!(kv.schema_by_id(1).unwrap().schema.columns().len(), 2);
         assert_eq!(kv.arity(), 3);
-        // Fjord's own limit on primary-key tables holds for added columns.
+        // A nested column is added to a COMPACTED table (the default) ...
+        let t = c
+            .alter_table(
+                &path("t"),
+                &TableAlteration::Columns(vec![add("n", DataType::array(DataType::int()))]),
+                false,
+                |_| {},
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.kv.as_ref().unwrap().arity(), 4);
+        // ... but Fjord's own limit on INDEXED tables holds for added columns.
+        let indexed = json.replace(
+            r#""properties":{}"#,
+            r#""properties":{"table.kv.format":"INDEXED"}"#,
+        );
         let (code, message) = refused(
-            json,
+            &indexed,
             TableAlteration::Columns(vec![add("n", DataType::array(DataType::int()))]),
         );
         assert_eq!(code, ErrorCode::InvalidTableException, "{message}");
+        assert!(message.contains("'n'"), "{message}");
     }
 
     #[test]
