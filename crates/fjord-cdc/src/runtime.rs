@@ -20,7 +20,11 @@
 //! on leaves nothing committed past the last complete commit.
 //! When the sink reports its service unavailable ([`SinkError::Unavailable`])
 //! and a state dir is set, [`run`] waits and starts source and sink again
-//! from the last commit, as a restarted process would.
+//! from the last commit, as a restarted process would; likewise, at once,
+//! when the source reports a read it cannot continue
+//! ([`SourceError::Interrupted`]). A source may also mark a position
+//! durable ([`EventBatch::set_position_durable`]): it is committed before
+//! any later batch reaches the sink.
 
 use std::sync::mpsc;
 use std::thread;
@@ -253,6 +257,8 @@ pub fn run(def: PipelineDef, options: RunOptions) -> Result<RunSummary, Pipeline
     let mut resumptions = 0u32;
     // Failed attempts since the last one that committed a new position.
     let mut failures_in_a_row = 0u32;
+    // The same for attempts the source cut off (`SourceError::Interrupted`).
+    let mut interruptions_in_a_row = 0u32;
     let started = Instant::now();
     let cpu_started = process_cpu_time();
     loop {
@@ -321,6 +327,30 @@ pub fn run(def: PipelineDef, options: RunOptions) -> Result<RunSummary, Pipeline
                 resumptions += 1;
                 continue;
             }
+            Err(PipelineError::Source(SourceError::Interrupted(cause))) if store.is_some() => {
+                let now = match &store {
+                    Some(store) => store.load_committed()?.unwrap_or_default().position,
+                    None => None,
+                };
+                if now != committed.position {
+                    interruptions_in_a_row = 0;
+                }
+                interruptions_in_a_row += 1;
+                let retries = source_retries(&def);
+                if interruptions_in_a_row > retries {
+                    return Err(PipelineError::Source(SourceError::Database(format!(
+                        "{cause}; gave up after {retries} resumptions without progress \
+                         (connect.max-retries: {retries})"
+                    ))));
+                }
+                tracing::warn!(
+                    "{cause}; resuming from the last committed position (retry {} of {})",
+                    interruptions_in_a_row,
+                    retries
+                );
+                resumptions += 1;
+                continue;
+            }
             Err(e) => return Err(e),
             Ok(mut summary) => {
                 // Events and batches are the last attempt's (earlier ones
@@ -332,6 +362,16 @@ pub fn run(def: PipelineDef, options: RunOptions) -> Result<RunSummary, Pipeline
                 return Ok(summary);
             }
         }
+    }
+}
+
+/// Resumptions in a row after [`SourceError::Interrupted`] without a new
+/// commit before the run fails: the source's own reconnect budget (each
+/// resumption's connection attempts already wait and retry).
+fn source_retries(def: &PipelineDef) -> u32 {
+    match &def.source {
+        SourceDef::MySql(config) => config.connect_max_retries,
+        SourceDef::DebeziumJson(_) => 0,
     }
 }
 
@@ -413,7 +453,13 @@ pub fn drive(
 
     let mut events = 0u64;
     let mut batches = 0u64;
-    let mut confirmed: Option<SourcePosition> = None;
+    // The position the source resumed from counts as carried already: a
+    // first batch that repeats it holds events after it (a resumed
+    // snapshot inside a table), which a commit must not cover.
+    let mut confirmed: Option<SourcePosition> = match store {
+        Some(store) => store.load_committed()?.and_then(|c| c.position),
+        None => None,
+    };
     let mut uncommitted = false;
     let mut last_commit = Instant::now();
     let mut reporter = Reporter::new(config.progress_interval, progress);
@@ -718,6 +764,51 @@ mod tests {
         fn flush(&mut self) -> Result<(), SinkError> {
             Ok(())
         }
+    }
+
+    #[test]
+    fn events_after_the_position_resumed_from_are_not_committed_with_it() {
+        use crate::schema::{Column, TableId, TableSchema};
+        use crate::types::DataType;
+        let schema = std::sync::Arc::new(
+            TableSchema::new(
+                TableId::new("d", "t"),
+                1,
+                vec![Column::new("id", DataType::BigInt, false)],
+                &[],
+            )
+            .unwrap(),
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let store = OffsetStore::open(dir.path(), "test").unwrap();
+        store
+            .commit_all(&Committed {
+                position: Some(SourcePosition::InputOffset { bytes: 5 }),
+                sink_state: Some("at 5".into()),
+            })
+            .unwrap();
+        // A resumed source whose batches cannot move past the position it
+        // resumed from (a snapshot table read whole again).
+        drive(
+            Box::new(Scripted {
+                schema,
+                positions: vec![5, 5],
+                next: 0,
+            }),
+            Box::new(Counting::default()),
+            Router::default(),
+            Some(&store),
+            DriveConfig {
+                commit_interval: Duration::ZERO,
+                batch_events_max: 1,
+                progress_interval: Duration::ZERO,
+            },
+            &StopFlag::new(),
+        )
+        .unwrap();
+        let c = store.load_committed().unwrap().unwrap();
+        assert_eq!(c.position, Some(SourcePosition::InputOffset { bytes: 5 }));
+        assert_eq!(c.sink_state.as_deref(), Some("at 5"));
     }
 
     #[test]

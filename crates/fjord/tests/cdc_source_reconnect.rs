@@ -4,6 +4,11 @@
 //!   reconnect attempts, resumes the binlog where it stopped, and the Fjord
 //!   tables (one with a primary key, one log table) end equal to MariaDB's,
 //!   with no log row twice, in the same pipeline process;
+//! - MariaDB shut down and started again twice mid-snapshot, once inside a
+//!   chunked table (the chunk is read again on a new connection) and once
+//!   inside a keyless table read whole in one consistent view (the run
+//!   resumes from its last commit and reads that table again): the tables
+//!   converge, with no log row twice, in the same pipeline process;
 //! - MariaDB gone for good: after `connect.max-retries` attempts the
 //!   pipeline exits non-zero with an error naming `host:port` and the
 //!   option, instead of hanging.
@@ -23,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use cdc::{full_log as log_of, io_runtime};
+use cdc::{full_log, full_log as log_of, io_runtime};
 use fjord_client::{FlussClient, TablePath};
 use mariadb::fjord::{scan_log, scan_pk, Owned};
 use mariadb::{MariaDb, REPL_PASSWORD, REPL_USER};
@@ -272,4 +277,171 @@ fn mariadb_gone_for_good_fails_the_pipeline_naming_the_server() {
         .matches(&format!("binlog connection to {server} lost"))
         .count();
     assert_eq!(attempts, 3, "reconnect attempts logged\n{log}");
+}
+
+fn snapshot_yaml(dir: &Path, db: &MariaDb, fjord: &FjordServer) -> PathBuf {
+    let yaml = dir.join("pipeline.yaml");
+    std::fs::write(
+        &yaml,
+        format!(
+            "source:
+  type: mysql
+  hostname: 127.0.0.1
+  port: {port}
+  username: {REPL_USER}
+  password: {REPL_PASSWORD}
+  tables: shop.\\.*
+  server-id: 5403
+  scan.startup.mode: initial
+  scan.incremental.snapshot.chunk.size: 1000
+  connect.max-retries: 10
+sink:
+  type: fluss
+  name: Fjord
+  bootstrap.servers: {servers}
+pipeline:
+  name: snapshot reconnect test
+  state-dir: {state}
+  state.commit-interval-ms: 50
+  progress.interval-ms: 100
+",
+            port = db.port(),
+            servers = fjord.bootstrap_servers(),
+            state = dir.join("state").display(),
+        ),
+    )
+    .expect("write pipeline yaml");
+    yaml
+}
+
+/// The committed position's source text (`data=`), if any.
+fn committed_data(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("state").join("position"))
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("data="))
+                .map(str::to_string)
+        })
+        .unwrap_or_default()
+}
+
+/// Waits until `done` holds of the committed position text and the log;
+/// panics with the log if the pipeline exits or after [`HANG`].
+fn wait_until(dir: &Path, child: &mut Child, what: &str, done: impl Fn(&str, &str) -> bool) {
+    let deadline = Instant::now() + HANG;
+    while !done(&committed_data(dir), &log_of(dir)) {
+        if let Some(status) = child.try_wait().expect("wait") {
+            panic!(
+                "waiting for {what}: the pipeline exited ({status})\n{}",
+                log_of(dir)
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not happen within {HANG:?}\n{}",
+            log_of(dir)
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn mariadb_restarted_mid_snapshot_the_pipeline_reads_again_and_converges() {
+    let db = MariaDb::start();
+    let data = tempfile::tempdir().expect("fjord data dir");
+    let fjord = FjordServer::start(data.path());
+    let dir = tempfile::tempdir().expect("pipeline dir");
+    let rt = io_runtime();
+    // kv is chunked by its integer key (100 chunks), then log (no key) is
+    // read whole; both are big enough to be cut mid-read.
+    let (kv_rows, log_rows) = (100_000, 300_000);
+    db.sql(
+        "CREATE DATABASE shop;
+         CREATE TABLE shop.kv (id INT PRIMARY KEY, v VARCHAR(20));
+         CREATE TABLE shop.log (n INT, tag VARCHAR(10));",
+    );
+    for start in (0..kv_rows).step_by(10_000) {
+        let values: Vec<String> = (start..start + 10_000)
+            .map(|i| format!("({i}, 'v{i}')"))
+            .collect();
+        db.sql(&format!("INSERT INTO shop.kv VALUES {};", values.join(",")));
+    }
+    for start in (0..log_rows).step_by(10_000) {
+        let values: Vec<String> = (start..start + 10_000)
+            .map(|i| format!("({}, 't{}')", i % 5, i % 3))
+            .collect();
+        db.sql(&format!(
+            "INSERT INTO shop.log VALUES {};",
+            values.join(",")
+        ));
+    }
+    let yaml = snapshot_yaml(dir.path(), &db, &fjord);
+    let mut child = cdc::spawn_pipeline_with(dir.path(), &yaml, false);
+    let kv_hex: String = "kv".bytes().map(|b| format!("{b:02x}")).collect();
+    let log_hex: String = "log".bytes().map(|b| format!("{b:02x}")).collect();
+
+    // 1. Inside the chunked table: some chunks committed, not all.
+    wait_until(
+        dir.path(),
+        &mut child,
+        "a committed chunk of shop.kv",
+        |data, _| {
+            data.split(';')
+                .any(|r| r.starts_with(&format!("C,73686f70,{kv_hex},0,")))
+        },
+    );
+    mariadbd::shutdown(&db);
+    let mut restarted = vec![mariadbd::start_again(&db)];
+    assert!(
+        !committed_data(dir.path()).contains(&format!("C,73686f70,{kv_hex},1")),
+        "shop.kv's snapshot finished before MariaDB went away: the test proves nothing"
+    );
+
+    // 2. Inside the table read whole: its rows reach the sink, its read is
+    // not finished (no record of it in the committed progress).
+    wait_until(
+        dir.path(),
+        &mut child,
+        "rows of shop.log in the sink",
+        |data, log| {
+            !data.contains(&format!("W,73686f70,{log_hex},"))
+                && log
+                    .lines()
+                    .rev()
+                    .take(5)
+                    .any(|l| l.contains("shop.log") && l.contains("pipeline progress"))
+        },
+    );
+    mariadbd::shutdown(&db);
+    restarted.push(mariadbd::start_again(&db));
+
+    wait_same(
+        &rt,
+        &fjord,
+        &db,
+        dir.path(),
+        &mut child,
+        "after two restarts mid-snapshot",
+    );
+    let log = full_log(dir.path());
+    assert!(
+        log.contains("reading the chunk after key"),
+        "the chunk was not read again after the first restart\n{log}"
+    );
+    assert!(
+        log.contains("one consistent view")
+            && log.contains("resuming from the last committed position"),
+        "the whole read was not resumed after the second restart\n{log}"
+    );
+    assert!(
+        child.try_wait().expect("wait").is_none(),
+        "the pipeline exited\n{log}"
+    );
+    // SAFETY: kill(2) on the pid of a child we own and have not reaped.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(rc, 0, "kill(SIGTERM)");
+    let status = cdc::wait_exit(dir.path(), &mut child, HANG);
+    assert!(status.success(), "{status}\n{}", log_of(dir.path()));
+    drop(restarted);
 }

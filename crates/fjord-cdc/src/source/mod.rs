@@ -163,6 +163,12 @@ pub enum SourceError {
     /// The requested position is no longer available (binlog purged).
     #[error("source position no longer available: {0}")]
     PositionUnavailable(String),
+    /// A read was cut off in a way only a restart from the last committed
+    /// position recovers (a snapshot table read in one consistent view
+    /// whose connection was lost). The runtime resumes from that position
+    /// when it has a state dir.
+    #[error("{0}")]
+    Interrupted(String),
     /// Input could not be decoded.
     #[error("decode: {0}")]
     Decode(String),

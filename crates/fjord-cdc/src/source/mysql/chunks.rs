@@ -547,13 +547,20 @@ async fn read_whole(
     fetch: usize,
     tx: &mpsc::Sender<Read>,
 ) -> Result<Option<Watermark>, SourceError> {
+    // A lost connection cannot continue the consistent view on another:
+    // the run resumes from its last commit, which reads this table again
+    // and keeps the tables and chunks it finished.
     let lost = |e: mysql_async::Error| {
-        SourceError::Database(format!(
+        let message = format!(
             "snapshot of {id} from {}: {e} (a table without an integer primary key is read in \
-             one consistent view, which a new connection cannot continue; run the pipeline \
-             again: it reads this table again and keeps the tables and chunks it finished)",
+             one consistent view, which a new connection cannot continue)",
             server(&reader.config)
-        ))
+        );
+        if is_transient(&e) {
+            SourceError::Interrupted(message)
+        } else {
+            SourceError::Database(message)
+        }
     };
     let (file, pos) = snapshot::begin(conn, reader.mariadb).await?;
     let sql = format!(

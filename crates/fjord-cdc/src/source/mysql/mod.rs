@@ -924,6 +924,10 @@ impl MySqlSource {
                     let high = state.lower_to.as_ref().unwrap_or(&chunk.high).clone();
                     marks.push_chunk(chunk.hi, high);
                     state.draining = None;
+                    // The batch ends with the chunk: its new position must
+                    // not be carried first by a batch with rows after it
+                    // (see the runtime's commit rule).
+                    break;
                 }
                 continue;
             }
@@ -949,6 +953,8 @@ impl MySqlSource {
                         _ => at,
                     };
                     state.progress.tables.push((id, TableMarks::Whole(at)));
+                    // As for a chunk: the batch ends with the table.
+                    break;
                 }
                 Some(Read::Chunk(chunk)) => {
                     let info = &self.cache.tables[&state.plan[chunk.table].id];
