@@ -929,16 +929,10 @@ NESTED_SCHEMA = pa.schema(
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Fjord does not support ARRAY, MAP or ROW value columns in primary-key tables yet "
-    "(kv/table.rs refuses them with INVALID_TABLE_EXCEPTION); Fluss 0.9.1 accepts them "
-    "(TableDescriptorValidation refuses them only in primary/bucket keys)",
-)
 def test_nested_value_columns(fjord_server):
-    """Proves (once Fjord supports it) that ARRAY, MAP and ROW value columns
-    of a PK table round-trip through upsert and lookup, as pyfluss allows
-    and Fluss accepts; strict xfail until then."""
+    """ARRAY, MAP and ROW value columns of a PK table round-trip through
+    pyfluss's upsert and lookup, as Fluss 0.9.1 accepts them (its
+    TableDescriptorValidation refuses nested types only in keys)."""
 
     async def body():
         conn = await connect(fjord_server)
