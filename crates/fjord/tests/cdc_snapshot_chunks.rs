@@ -347,7 +347,9 @@ fn fjord_row_count(
 /// must still delete in Fjord the rows the killed run delivered for keys
 /// MariaDB no longer has, in a chunked table and in one read whole (a new
 /// read alone never deletes; the binlog events that do are older than the
-/// new read, so the resumed snapshot must not skip them).
+/// new read, so the resumed snapshot must not skip them), also across a
+/// column added meanwhile (the replay decodes the older events with the
+/// schema they were written under).
 #[test]
 fn rows_a_killed_run_delivered_uncommitted_go_when_mariadb_deleted_them_since() {
     let db = MariaDb::start();
@@ -392,12 +394,17 @@ fn rows_a_killed_run_delivered_uncommitted_go_when_mariadb_deleted_them_since() 
         );
     }
 
+    // Deletes and key changes, then a column added and more changes: the
+    // binlog replay from the floor crosses the DDL.
     db.sql(
         "DELETE FROM shop.kv WHERE id % 7 = 0;
          UPDATE shop.kv SET id = id + 1000000 WHERE id % 11 = 0;
          DELETE FROM shop.pairs WHERE b % 3 = 0;
          UPDATE shop.pairs SET b = b + 100 WHERE b % 4 = 1;
-         INSERT INTO shop.log VALUES (9, 'after');",
+         INSERT INTO shop.log VALUES (9, 'after');
+         ALTER TABLE shop.kv ADD COLUMN extra INT;
+         UPDATE shop.kv SET extra = id % 3 WHERE id % 5 = 0;
+         DELETE FROM shop.kv WHERE id % 13 = 0;",
     );
     run_to_current(dir.path(), &yaml);
     assert_same(

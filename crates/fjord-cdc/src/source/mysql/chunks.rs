@@ -24,8 +24,9 @@
 //! chunks re-read after concurrent writes would not, and a keyless table has
 //! no key to apply the binlog events to.
 //!
-//! After the last table the binlog is read from the lowest watermark, and a
-//! row change is skipped when the snapshot already holds it: for a chunked
+//! After the last table the binlog is read from the floor (below) with the
+//! schemas of then, or from the lowest watermark for progress stored without
+//! a floor, and a row change is skipped when the snapshot already holds it: for a chunked
 //! table, when the change is before the high watermark of its key's chunk
 //! (each image of an update judged by its own key); for a table read whole,
 //! when it is before the table's watermark. Past the highest watermark
@@ -54,9 +55,13 @@
 //! deletes in order). Keyless tables keep their watermark: the sink's
 //! replay matching needs the same rows again, and it handles them.
 //!
-//! Not handled: DDL on a table while its snapshot runs, or between its
-//! floor and a resumed attempt (as in Flink CDC); the row count check
-//! refuses rows of another shape. `snapshot` mode (no binlog phase)
+//! The floor's schemas are recorded with it, so the replay decodes events
+//! older than a DDL with the schema they were written under and follows the
+//! DDL (the sink finds the columns it adds already there).
+//!
+//! Not handled: a table's rows read in one schema and the changes of its
+//! chunk's backfill in another (DDL inside one chunk's read; the row count
+//! check refuses rows of another shape). `snapshot` mode (no binlog phase)
 //! restarted after a kill keeps rows an earlier attempt delivered whose
 //! keys were deleted since.
 
@@ -195,6 +200,9 @@ pub(crate) struct Progress {
     /// The binlog head when the snapshot first started, committed before
     /// any of its rows reached the sink: no read of any attempt is older.
     pub floor: Option<Watermark>,
+    /// The captured tables' schemas at the floor (hex of the schema
+    /// cache's DDL text): the binlog phase starts there with them.
+    pub floor_schemas: Option<String>,
 }
 
 fn hex(text: &str, out: &mut String) {
@@ -203,7 +211,8 @@ fn hex(text: &str, out: &mut String) {
     }
 }
 
-fn unhex(text: &str) -> Option<String> {
+/// Text from its hex form (as positions store names and schemas).
+pub(crate) fn unhex(text: &str) -> Option<String> {
     if !text.len().is_multiple_of(2) {
         return None;
     }
@@ -220,14 +229,17 @@ impl Progress {
         self.tables.iter().find(|(t, _)| t == id).map(|(_, m)| m)
     }
 
-    /// Text form for positions: `chunks2;`, the floor as `F,file,pos` if
-    /// any, then one `;`-separated record per table: `W,db,table,file,pos`
+    /// Text form for positions: `chunks2;`, the floor as `F,file,pos` and
+    /// its schemas as `S,hex` if any, then one `;`-separated record per table: `W,db,table,file,pos`
     /// or `C,db,table,done,(upper,file,pos)*` (names in hex, `-` for no
     /// upper bound).
     pub(crate) fn encode(&self) -> String {
         let mut out = String::from(PROGRESS_VERSION);
         if let Some(floor) = &self.floor {
             let _ = write!(out, ";F,{},{}", floor.file, floor.pos);
+        }
+        if let Some(schemas) = &self.floor_schemas {
+            let _ = write!(out, ";S,{schemas}");
         }
         for (id, marks) in &self.tables {
             out.push(';');
@@ -284,11 +296,19 @@ impl Progress {
         };
         let mut tables = Vec::new();
         let mut floor = None;
+        let mut floor_schemas = None;
         for record in records {
             let mut f = record.split(',');
             let kind = f.next().ok_or_else(bad)?;
             if kind == "F" && floor.is_none() && tables.is_empty() {
                 floor = Some(watermark(f.next(), f.next()).ok_or_else(bad)?);
+                continue;
+            }
+            if kind == "S" && floor_schemas.is_none() && tables.is_empty() {
+                let schemas = f
+                    .next()
+                    .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()));
+                floor_schemas = Some(schemas.ok_or_else(bad)?.to_string());
                 continue;
             }
             let db = f.next().and_then(unhex).ok_or_else(bad)?;
@@ -311,7 +331,11 @@ impl Progress {
             };
             tables.push((TableId::new(&db, &table), marks));
         }
-        Ok(Progress { tables, floor })
+        Ok(Progress {
+            tables,
+            floor,
+            floor_schemas,
+        })
     }
 
     /// The lowest watermark (where the binlog phase starts), if any.
@@ -345,10 +369,15 @@ impl SnapshotFilter {
             .flat_map(|(_, m)| m.watermarks())
             .max()?
             .clone();
+        // Binlog positions carry the schemas themselves.
+        let marks = Progress {
+            floor_schemas: None,
+            ..progress.clone()
+        };
         Some(SnapshotFilter {
             tables: progress.tables.iter().cloned().collect(),
             until,
-            text: progress.encode(),
+            text: marks.encode(),
         })
     }
 
@@ -886,6 +915,7 @@ mod tests {
                 ),
             ],
             floor: Some(w("b.000001", 50)),
+            floor_schemas: Some("435245415445".into()),
         };
         let text = progress.encode();
         assert_eq!(Progress::decode(&text).unwrap(), progress);
@@ -896,7 +926,14 @@ mod tests {
         let floor_only = Progress {
             tables: Vec::new(),
             floor: Some(w("b.000001", 4)),
+            floor_schemas: None,
         };
+        // The filter's text (appended to binlog positions, which carry the
+        // schemas themselves) leaves the floor's schemas out.
+        let filter = SnapshotFilter::new(&progress).unwrap();
+        let mut without = progress.clone();
+        without.floor_schemas = None;
+        assert_eq!(Progress::decode(&filter.text).unwrap(), without);
         assert_eq!(Progress::decode(&floor_only.encode()).unwrap(), floor_only);
         let old = Progress::decode("chunks1;W,617070,6c6f67,b.000002,9").unwrap();
         assert_eq!(old.floor, None);

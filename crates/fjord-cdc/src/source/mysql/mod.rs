@@ -419,9 +419,11 @@ impl MySqlSource {
                 } else {
                     None
                 };
+                let floor_schemas = floor.as_ref().map(|_| source.schemas_hex.clone());
                 let progress = Progress {
                     tables: Vec::new(),
                     floor,
+                    floor_schemas,
                 };
                 source.start_snapshot(initial, progress, true)?;
             }
@@ -992,9 +994,24 @@ impl MySqlSource {
             return Ok(Poll::End);
         }
         let mut conn = connect(&self.opts, &self.config, &self.stop).await?;
-        let start = match state.progress.lowest() {
-            Some(w) => (w.file, w.pos),
-            None => master_status(&mut conn).await?,
+        // From the floor with the schemas of then, when recorded: events
+        // between it and a table's marks decode with the schema they were
+        // written under, also across DDL since (the filter skips their rows).
+        let start = match (&state.progress.floor, &state.progress.floor_schemas) {
+            (Some(floor), Some(schemas)) => {
+                let ddl = chunks::unhex(schemas).ok_or_else(|| {
+                    SourceError::Config("the snapshot's stored schemas are not readable".into())
+                })?;
+                self.cache = SchemaCache::from_ddl(&ddl, &self.config.tables)?;
+                self.schemas_changed();
+                self.decoders.clear();
+                self.ignored.clear();
+                (floor.file.clone(), floor.pos)
+            }
+            _ => match state.progress.lowest() {
+                Some(w) => (w.file, w.pos),
+                None => master_status(&mut conn).await?,
+            },
         };
         self.file = start.0;
         self.next_pos = start.1;
