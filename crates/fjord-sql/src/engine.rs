@@ -8,6 +8,21 @@
 //! DataFusion over the catalog's table providers. A query holds one of
 //! `sql.query.concurrent-max` slots from planning until its stream ends or
 //! is dropped, and fails once it has run `sql.query.timeout`.
+//!
+//! What the timeout guarantees: at the deadline the query's stream answers
+//! the timeout's error and drops the plan's streams, which aborts the
+//! tasks DataFusion spawned for it; a task stops at its next yield to the
+//! scheduler. Every operator of a plan yields (the [`YieldingOperators`]
+//! rule wraps each one that would not in DataFusion's `CooperativeExec`,
+//! which gives up the thread once the task's tokio budget, 128 batches,
+//! is spent), so a CPU-bound query — a cross join under an aggregate,
+//! whose work is one long loop of ready batches — stops within a few
+//! batches of the deadline instead of holding its threads until it ends,
+//! and the threads serve other queries meanwhile. What is not
+//! interrupted is one batch's own work (one operator's computation on one
+//! batch, a sort of what is held in memory): bounded by the batch size
+//! and the memory pool. Dropping a query's stream early (a Flight client
+//! going away, a Postgres cancel request) stops it the same way.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -17,13 +32,19 @@ use std::time::Duration;
 use arrow_array::{ArrayRef, RecordBatch, StringArray, UInt64Array};
 use arrow_schema::{DataType as ArrowType, Field, Schema, SchemaRef};
 use datafusion::catalog::CatalogProvider;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::common::ScalarValue;
+use datafusion::config::ConfigOptions;
 use datafusion::error::DataFusionError;
 use datafusion::execution::memory_pool::{GreedyMemoryPool, TrackConsumersPool};
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
+use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::execution::SendableRecordBatchStream;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::coop::CooperativeExec;
+use datafusion::physical_plan::execution_plan::SchedulingType;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::RecordBatchStream;
+use datafusion::physical_plan::{EmptyRecordBatchStream, ExecutionPlan, RecordBatchStream};
 use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 use fjord_client::{FlussClient, TablePath};
 use fjord_format::schema::DatabaseDescriptor;
@@ -239,15 +260,28 @@ impl SqlEngine {
         &self.catalog
     }
 
+    /// Bytes the running queries hold in the memory pool (0 once every
+    /// query's streams, and the tasks running them, have ended).
+    pub fn memory_reserved(&self) -> usize {
+        self.runtime.memory_pool.reserved()
+    }
+
     /// A DataFusion context over the Fjord catalog with the engine's
-    /// runtime, starting in `database`.
+    /// runtime, starting in `database`; its plans yield at every operator
+    /// ([`YieldingOperators`]), so a query stops promptly when dropped.
     pub fn new_context(&self, database: &str) -> SessionContext {
         let config = SessionConfig::new()
             .with_default_catalog_and_schema(CATALOG_NAME, database)
             .with_create_default_catalog_and_schema(false)
             .with_information_schema(true)
             .with_target_partitions(self.options.target_partitions);
-        let ctx = SessionContext::new_with_config_rt(config, Arc::clone(&self.runtime));
+        let state = SessionStateBuilder::new()
+            .with_config(config)
+            .with_runtime_env(Arc::clone(&self.runtime))
+            .with_default_features()
+            .with_physical_optimizer_rule(Arc::new(YieldingOperators))
+            .build();
+        let ctx = SessionContext::new_with_state(state);
         ctx.register_catalog(
             CATALOG_NAME,
             Arc::clone(&self.catalog) as Arc<dyn CatalogProvider>,
@@ -274,7 +308,9 @@ impl SqlEngine {
         })
     }
 
-    /// `stream` bounded by the query timeout, holding `slot` until it ends.
+    /// `stream` bounded by the query timeout, holding `slot` until it ends;
+    /// at the deadline it answers the timeout's error and drops `stream`
+    /// (which stops the query's work: see the module doc).
     pub fn bounded(
         &self,
         stream: SendableRecordBatchStream,
@@ -531,6 +567,50 @@ fn timeout_error(timeout: Duration) -> SqlError {
     ))
 }
 
+/// Physical optimizer rule (run after DataFusion's own): every operator
+/// whose stream would not yield to the scheduler is wrapped in
+/// `CooperativeExec`, which spends one unit of the task's tokio budget per
+/// batch and yields when it is spent.
+///
+/// DataFusion's own `EnsureCooperative` wraps only the leaves (scans), so
+/// an operator that makes many batches from one input batch — a cross
+/// join or nested loop join emits one per build row, an unnest many —
+/// feeds the aggregate above it ready batches for as long as it runs: the
+/// task never yields, so neither a deadline checked between polls nor the
+/// abort of a dropped query's task can take effect. Wrapped at every
+/// operator, such a loop yields every 128 batches at most. The cost is a
+/// budget check per batch per operator, and `CooperativeExec` lines in
+/// `EXPLAIN`.
+#[derive(Debug)]
+pub struct YieldingOperators;
+
+impl PhysicalOptimizerRule for YieldingOperators {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
+        plan.transform_up(|node| {
+            if node.properties().scheduling_type == SchedulingType::Cooperative {
+                return Ok(Transformed::no(node));
+            }
+            Ok(Transformed::yes(
+                Arc::new(CooperativeExec::new(node)) as Arc<dyn ExecutionPlan>
+            ))
+        })
+        .data()
+    }
+
+    fn name(&self) -> &str {
+        "YieldingOperators"
+    }
+
+    fn schema_check(&self) -> bool {
+        // A wrapper passes its input's batches through unchanged.
+        true
+    }
+}
+
 /// A query's stream under its deadline, holding its concurrency slot.
 struct Bounded {
     inner: SendableRecordBatchStream,
@@ -547,6 +627,10 @@ impl Stream for Bounded {
             return Poll::Ready(None);
         }
         if self.deadline.as_mut().poll(cx).is_ready() {
+            // Dropped now, not when the consumer drops this stream: the
+            // plan's tasks are aborted and the query's memory given back.
+            let schema = self.inner.schema();
+            self.inner = Box::pin(EmptyRecordBatchStream::new(schema));
             self.slot = None;
             return Poll::Ready(Some(Err(timeout_error(self.timeout).into_datafusion())));
         }

@@ -12,6 +12,15 @@
 //! salted passwords are computed once, at start); with none, any user is
 //! let in without a password — which [`check_auth`] allows only on a
 //! loopback address.
+//!
+//! A query ends at `sql.query.timeout` (SQLSTATE 57014, naming the
+//! option) or at the client's cancel request (psql's Ctrl-C, a driver's
+//! cancel: SQLSTATE 57014, "canceling statement due to user request"),
+//! while it is planned or while its rows are sent; either drops the
+//! query, which stops its work (see [`crate::engine`]). A client that
+//! disconnects mid-query is noticed only when its rows are written (pgwire
+//! reads the next message after the current one is answered), so a query
+//! that sends nothing for long (an aggregate) runs on to its timeout.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -31,6 +40,8 @@ use datafusion_postgres::datafusion_pg_catalog::pg_catalog::context::EmptyContex
 use datafusion_postgres::datafusion_pg_catalog::pg_catalog::setup_pg_catalog;
 use datafusion_postgres::pgwire;
 use datafusion_postgres::{DfSessionService, Parser as DfParser};
+use futures::channel::oneshot;
+use futures::future::{FutureExt, Shared};
 use futures::{Sink, Stream, StreamExt};
 use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::sasl::scram::{gen_salted_password, ScramAuth};
@@ -38,13 +49,16 @@ use pgwire::api::auth::sasl::SASLAuthStartupHandler;
 use pgwire::api::auth::{
     AuthSource, DefaultServerParameterProvider, LoginInfo, Password, StartupHandler,
 };
+use pgwire::api::cancel::CancelHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{FieldInfo, QueryResponse, Response, SendableRowStream, Tag};
 use pgwire::api::stmt::QueryParser;
 use pgwire::api::store::PortalStore;
+use pgwire::api::PgWireConnectionState;
 use pgwire::api::{ClientInfo, ClientPortalStore, PgWireServerHandlers, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::cancel::CancelRequest;
 use pgwire::messages::data::DataRow;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use tokio::net::TcpListener;
@@ -88,11 +102,12 @@ pub async fn serve(
     }
 }
 
-/// What every connection's handlers share: the query service and the
-/// users' SCRAM secrets.
+/// What every connection's handlers share: the query service, the users'
+/// SCRAM secrets and the connections a cancel request can name.
 pub struct FjordPgHandlers {
     service: Arc<FjordPgService>,
     users: Option<Arc<ScramUsers>>,
+    connections: Arc<Connections>,
 }
 
 impl FjordPgHandlers {
@@ -114,23 +129,33 @@ impl FjordPgHandlers {
             parser,
         });
         let users = (!users.passwords.is_empty()).then(|| Arc::new(ScramUsers::new(&users)));
-        Ok(Self { service, users })
+        Ok(Self {
+            service,
+            users,
+            connections: Arc::new(Connections::default()),
+        })
     }
 
-    /// The handlers of one connection (its own SASL state).
+    /// The handlers of one connection (its own SASL state); its startup
+    /// registers it for cancel requests (the key it answers in
+    /// BackendKeyData).
     pub fn for_connection(&self) -> Arc<ConnectionHandlers> {
-        let startup = match &self.users {
-            None => Startup::Trust(TrustStartup),
+        let auth = match &self.users {
+            None => Auth::Trust(TrustStartup),
             Some(users) => {
                 let mut scram = ScramAuth::new(Arc::clone(users) as Arc<dyn AuthSource>);
                 scram.set_iterations(SCRAM_ITERATIONS);
                 let params = Arc::new(DefaultServerParameterProvider::default());
-                Startup::Scram(SASLAuthStartupHandler::new(params).with_scram(scram))
+                Auth::Scram(SASLAuthStartupHandler::new(params).with_scram(scram))
             }
         };
         Arc::new(ConnectionHandlers {
             service: Arc::clone(&self.service),
-            startup: Arc::new(startup),
+            startup: Arc::new(Startup {
+                auth,
+                connections: Arc::clone(&self.connections),
+            }),
+            connections: Arc::clone(&self.connections),
         })
     }
 }
@@ -139,6 +164,7 @@ impl FjordPgHandlers {
 pub struct ConnectionHandlers {
     service: Arc<FjordPgService>,
     startup: Arc<Startup>,
+    connections: Arc<Connections>,
 }
 
 impl PgWireServerHandlers for ConnectionHandlers {
@@ -153,6 +179,12 @@ impl PgWireServerHandlers for ConnectionHandlers {
     fn startup_handler(&self) -> Arc<impl StartupHandler> {
         Arc::clone(&self.startup)
     }
+
+    /// A cancel request (on a connection of its own) fires the cancel
+    /// signal of the connection it names.
+    fn cancel_handler(&self) -> Arc<impl CancelHandler> {
+        Arc::clone(&self.connections)
+    }
 }
 
 /// No authentication (loopback endpoints without users).
@@ -161,8 +193,16 @@ pub struct TrustStartup;
 #[async_trait]
 impl NoopStartupHandler for TrustStartup {}
 
-/// How a connection starts: trusted, or SCRAM.
-pub enum Startup {
+/// How a connection starts: trusted, or SCRAM; once started, it is
+/// registered for cancel requests under the key it was sent
+/// (BackendKeyData).
+pub struct Startup {
+    auth: Auth,
+    connections: Arc<Connections>,
+}
+
+/// How a connection authenticates.
+enum Auth {
     Trust(TrustStartup),
     Scram(SASLAuthStartupHandler<DefaultServerParameterProvider>),
 }
@@ -179,9 +219,105 @@ impl StartupHandler for Startup {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        match self {
-            Startup::Trust(h) => h.on_startup(client, message).await,
-            Startup::Scram(h) => h.on_startup(client, message).await,
+        match &self.auth {
+            Auth::Trust(h) => h.on_startup(client, message).await?,
+            Auth::Scram(h) => h.on_startup(client, message).await?,
+        }
+        let started = matches!(client.state(), PgWireConnectionState::ReadyForQuery);
+        if started && client.session_extensions().get::<Registered>().is_none() {
+            let (pid, key) = client.pid_and_secret_key();
+            let key = (pid, key.to_bytes().to_vec());
+            let cancel = self.connections.register(key.clone());
+            client.session_extensions().insert(cancel);
+            client.session_extensions().insert(Registered {
+                key,
+                connections: Arc::clone(&self.connections),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The started connections a cancel request can name, by their
+/// (process id, secret key). pgwire's own `ConnectionManager` is not used:
+/// its cancel signal covers a statement only until its response is
+/// returned, not while its rows are sent.
+#[derive(Default)]
+pub struct Connections {
+    by_key: std::sync::Mutex<HashMap<CancelKey, Arc<QueryCancel>>>,
+}
+
+/// A connection's process id and secret key (its bytes).
+type CancelKey = (i32, Vec<u8>);
+
+impl Connections {
+    fn register(&self, key: CancelKey) -> Arc<QueryCancel> {
+        let cancel = Arc::new(QueryCancel::default());
+        self.by_key
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, Arc::clone(&cancel));
+        cancel
+    }
+}
+
+#[async_trait]
+impl CancelHandler for Connections {
+    async fn on_cancel_request(&self, request: CancelRequest) {
+        let key = (request.pid, request.secret_key.to_bytes().to_vec());
+        let cancel = self
+            .by_key
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .cloned();
+        if let Some(cancel) = cancel {
+            cancel.fire();
+        }
+    }
+}
+
+/// A connection's registration (in its session extensions); dropped with
+/// the connection, it unregisters it.
+struct Registered {
+    key: CancelKey,
+    connections: Arc<Connections>,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.connections
+            .by_key
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.key);
+    }
+}
+
+/// A connection's cancel slot: the signal of its current query message.
+#[derive(Default)]
+struct QueryCancel {
+    current: std::sync::Mutex<Option<oneshot::Sender<()>>>,
+}
+
+impl QueryCancel {
+    /// A new signal for the query message starting now; the previous
+    /// message's can no longer fire, so a late cancel request cannot stop
+    /// the next query.
+    fn start(&self) -> CancelSignal {
+        let (fire, fired) = oneshot::channel();
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(fire);
+        CancelSignal(Some(fired.shared()))
+    }
+
+    fn fire(&self) {
+        if let Some(fire) = self
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            let _ = fire.send(());
         }
     }
 }
@@ -300,13 +436,15 @@ pub struct FjordPgService {
 }
 
 impl FjordPgService {
-    /// A concurrency slot and the deadline of a statement starting now.
-    fn limits(&self) -> Result<StatementLimits, SqlError> {
+    /// A concurrency slot, the deadline of a statement starting now and
+    /// `cancel`, the client's cancel signal.
+    fn limits(&self, cancel: &CancelSignal) -> Result<StatementLimits, SqlError> {
         let timeout = self.engine.options().query_timeout;
         Ok(StatementLimits {
             _slot: self.engine.query_slot()?,
             deadline: Instant::now() + timeout,
             timeout,
+            cancel: cancel.clone(),
         })
     }
 
@@ -363,6 +501,7 @@ impl SimpleQueryHandler for FjordPgService {
         if statements.is_empty() {
             return Ok(vec![Response::EmptyQuery]);
         }
+        let cancel = CancelSignal::start(client);
         for statement in statements {
             self.engine
                 .catalog()
@@ -372,14 +511,14 @@ impl SimpleQueryHandler for FjordPgService {
             match ddl::parse(statement).map_err(pg_error)? {
                 Parsed::Fjord(s) => responses.push(self.run_fjord(s, &Format::UnifiedText).await?),
                 Parsed::Query => {
-                    let limits = self.limits().map_err(pg_error)?;
-                    let answered = tokio::time::timeout_at(
-                        limits.deadline,
-                        SimpleQueryHandler::do_query(self.inner.as_ref(), client, statement),
-                    )
-                    .await
-                    .map_err(|_| limits.timeout_error())?
-                    .map_err(clear_error)?;
+                    let limits = self.limits(&cancel).map_err(pg_error)?;
+                    let answered = limits
+                        .run(SimpleQueryHandler::do_query(
+                            self.inner.as_ref(),
+                            client,
+                            statement,
+                        ))
+                        .await?;
                     let mut limits = Some(limits);
                     for response in answered {
                         responses.push(match response {
@@ -503,14 +642,16 @@ impl ExtendedQueryHandler for FjordPgService {
                 return self.run_fjord(s, &portal.result_column_format).await;
             }
         }
-        let limits = self.limits().map_err(pg_error)?;
-        let response = tokio::time::timeout_at(
-            limits.deadline,
-            ExtendedQueryHandler::do_query(self.inner.as_ref(), client, portal, max_rows),
-        )
-        .await
-        .map_err(|_| limits.timeout_error())?
-        .map_err(clear_error)?;
+        let cancel = CancelSignal::start(client);
+        let limits = self.limits(&cancel).map_err(pg_error)?;
+        let response = limits
+            .run(ExtendedQueryHandler::do_query(
+                self.inner.as_ref(),
+                client,
+                portal,
+                max_rows,
+            ))
+            .await?;
         Ok(match response {
             Response::Query(query) => Response::Query(limits.bound(query)),
             other => other,
@@ -518,13 +659,46 @@ impl ExtendedQueryHandler for FjordPgService {
     }
 }
 
+/// The client's cancel request for the statements of one query message
+/// (see [`QueryCancel`]); never fires on a connection not registered.
+#[derive(Clone)]
+struct CancelSignal(Option<Shared<oneshot::Receiver<()>>>);
+
+impl CancelSignal {
+    /// The signal of the query message `client` sends now.
+    fn start<C: ClientInfo>(client: &C) -> Self {
+        match client.session_extensions().get::<Arc<QueryCancel>>() {
+            Some(cancel) => cancel.start(),
+            None => Self(None),
+        }
+    }
+
+    /// Ready when the client asked to cancel; pending forever once the
+    /// signal can no longer fire (its sender replaced or dropped).
+    fn poll_fired(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let Some(receiver) = self.0.as_mut() else {
+            return Poll::Pending;
+        };
+        match receiver.poll_unpin(cx) {
+            Poll::Ready(Ok(())) => Poll::Ready(()),
+            Poll::Ready(Err(_)) => {
+                self.0 = None;
+                Poll::Pending
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
 /// One statement's share of the engine's limits: a concurrency slot held
-/// until its rows are sent (or dropped), and its deadline.
+/// until its rows are sent (or dropped), its deadline and the client's
+/// cancel signal.
 struct StatementLimits {
     /// Held, never read: dropping it gives the slot back.
     _slot: OwnedSemaphorePermit,
     deadline: Instant,
     timeout: Duration,
+    cancel: CancelSignal,
 }
 
 impl StatementLimits {
@@ -535,9 +709,35 @@ impl StatementLimits {
         )))
     }
 
+    /// What Postgres answers a canceled statement (57014).
+    fn cancel_error() -> PgWireError {
+        user_error(
+            "ERROR",
+            "57014",
+            "canceling statement due to user request".to_owned(),
+        )
+    }
+
+    /// `work` (planning and starting a statement) under these limits: at
+    /// the deadline or the client's cancel it is dropped and answers the
+    /// error; its own errors are made clear.
+    async fn run<T>(&self, work: impl Future<Output = PgWireResult<T>>) -> PgWireResult<T> {
+        let mut cancel = self.cancel.clone();
+        let canceled = std::future::poll_fn(|cx| cancel.poll_fired(cx));
+        tokio::select! {
+            biased;
+            () = canceled => Err(Self::cancel_error()),
+            answered = tokio::time::timeout_at(self.deadline, work) => {
+                answered.map_err(|_| self.timeout_error())?.map_err(clear_error)
+            }
+        }
+    }
+
     /// The response's rows under these limits: they end with the timeout's
-    /// error at the deadline, errors are made clear, and the slot is given
-    /// back when the rows end or the response is dropped.
+    /// error at the deadline or the cancel's at the client's cancel
+    /// request (the query dropped then, which stops its work), errors are
+    /// made clear, and the slot is given back when the rows end or the
+    /// response is dropped.
     fn bound(self, mut query: QueryResponse) -> QueryResponse {
         let rows = std::mem::replace(query.data_rows(), Box::pin(futures::stream::empty()));
         let bounded = BoundedRows {
@@ -563,12 +763,21 @@ impl Stream for BoundedRows {
     type Item = PgWireResult<DataRow>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        if self.limits.is_none() {
+        let Some(limits) = self.limits.as_mut() else {
             return Poll::Ready(None);
-        }
-        if self.sleep.as_mut().poll(cx).is_ready() {
-            let e = self.limits.take().map(|limits| limits.timeout_error());
-            return Poll::Ready(e.map(Err));
+        };
+        let stopped = if limits.cancel.poll_fired(cx).is_ready() {
+            Some(StatementLimits::cancel_error())
+        } else if self.sleep.as_mut().poll(cx).is_ready() {
+            self.limits.as_ref().map(StatementLimits::timeout_error)
+        } else {
+            None
+        };
+        if let Some(e) = stopped {
+            // The query dropped now: its tasks are aborted.
+            self.inner = Box::pin(futures::stream::empty());
+            self.limits = None;
+            return Poll::Ready(Some(Err(e)));
         }
         match self.inner.as_mut().poll_next(cx) {
             Poll::Ready(None) => {

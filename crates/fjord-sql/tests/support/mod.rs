@@ -3,7 +3,9 @@
 
 #![allow(dead_code)]
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use arrow_array::RecordBatch;
 use datafusion::arrow::util::pretty::pretty_format_batches;
@@ -118,4 +120,37 @@ pub async fn check(session: &mut SqlSession, sql: &str, expected: &str) {
             .collect()
     };
     assert_eq!(norm(&got), norm(expected), "{sql}\n{got}");
+}
+
+/// Runs `test` on a runtime of two workers; fails if it has not ended
+/// within `bound`. A hang bound, not a timing: a query stuck in one poll
+/// holds the runtime's own timers too, so a thread outside it keeps the
+/// bound.
+pub fn within(bound: Duration, test: impl Future<Output = ()> + Send + 'static) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (done, ended) = std::sync::mpsc::channel();
+    let task = runtime.spawn(test);
+    runtime.spawn(async move {
+        let _ = done.send(task.await);
+    });
+    let ended = ended.recv_timeout(bound);
+    runtime.shutdown_timeout(Duration::from_secs(10));
+    match ended {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Ok(Err(e)) => panic!("the test's task ended: {e}"),
+        Err(_) => panic!("the test hung: not ended within {bound:?}"),
+    }
+}
+
+/// Waits until the engine's queries hold no memory: every query's
+/// streams, and the tasks that ran them, have ended.
+pub async fn until_queries_end(engine: &SqlEngine) {
+    while engine.memory_reserved() > 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
