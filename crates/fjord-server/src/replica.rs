@@ -194,6 +194,32 @@ impl Replica {
             )),
         }
     }
+
+    /// Reads as [`Replica::read`], leaving out without reading their bodies
+    /// the batches `leave_out` judges by header and statistics block
+    /// ([`fjord_storage::LogTablet::read_filtered`]).
+    pub async fn read_filtered(
+        self: &Arc<Self>,
+        offset: i64,
+        max_bytes: usize,
+        scan_bytes_max: usize,
+        mut leave_out: impl FnMut(&fjord_format::log_batch::Layout, &[u8]) -> bool + Send + 'static,
+    ) -> Result<fjord_storage::FilteredRead, ApiError> {
+        let replica = Arc::clone(self);
+        let bucket = self.bucket;
+        let read = tokio::task::spawn_blocking(move || {
+            replica
+                .tablet
+                .read_filtered(offset, max_bytes, scan_bytes_max, &mut leave_out)
+        });
+        match read.await {
+            Ok(r) => r.map_err(|e| storage_error(bucket, e)),
+            Err(e) => Err(ApiError::new(
+                ErrorCode::UnknownServerError,
+                format!("read failed: {e}"),
+            )),
+        }
+    }
 }
 
 /// Most threads deleting dropped tablets at once. A tablet delete ends with

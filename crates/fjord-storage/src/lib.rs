@@ -57,4 +57,4 @@ pub use error::{Result, StorageError};
 pub use fs::{Fs, FsFile, OsFs};
 pub use manager::{LogManager, TableBucket};
 pub use tablet::rewrite::{RewriteMark, RewriteOutcome, SegmentRewrite};
-pub use tablet::{AppendInfo, LogTablet, ReadResult, RetentionOutcome, SegmentInfo};
+pub use tablet::{AppendInfo, FilteredRead, LogTablet, ReadResult, RetentionOutcome, SegmentInfo};

@@ -60,7 +60,10 @@ use crate::segment::{
 };
 use crate::writer_state::{BatchMeta, SequenceCheck, WriterStates};
 
+mod filtered_read;
 pub mod rewrite;
+
+pub use filtered_read::FilteredRead;
 
 /// File name of the idempotent-writer snapshot inside a tablet directory.
 pub const WRITER_STATE_FILE: &str = "writer-state.snapshot";
@@ -94,6 +97,19 @@ pub struct ReadResult {
     pub high_watermark: i64,
     /// Log start offset when the read started.
     pub log_start_offset: i64,
+}
+
+/// Where a read starts ([`LogTablet::read_start`]).
+struct ReadStart {
+    seg: Arc<Segment>,
+    /// Position of the batch holding the offset read.
+    pos: u64,
+    /// That batch's size.
+    first_size: usize,
+    /// The end of what readers may see in the segment.
+    limit: u64,
+    high_watermark: i64,
+    log_start: i64,
 }
 
 /// One sealed segment as [`LogTablet::sealed_segments`] describes it.
@@ -745,85 +761,18 @@ impl LogTablet {
     /// the high watermark and never across a segment boundary. Returns an
     /// empty result at the high watermark.
     pub fn read(&self, from_offset: i64, max_bytes: usize) -> Result<ReadResult> {
-        self.check_online()?;
-        let high_watermark = self.high_watermark.load(Ordering::Acquire);
-        let segments = self
-            .segments
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let log_start = self.log_start.load(Ordering::Acquire);
-        let empty = ReadResult {
-            records: Bytes::new(),
+        let start = match self.read_start(from_offset)? {
+            Ok(start) => start,
+            Err(empty) => return Ok(empty),
+        };
+        let ReadStart {
+            seg,
+            pos,
+            first_size,
+            limit,
             high_watermark,
-            log_start_offset: log_start,
-        };
-        let log_end = self.log_end.load(Ordering::Acquire);
-        if from_offset < log_start || from_offset > log_end.max(high_watermark) {
-            return Err(StorageError::OffsetOutOfRange {
-                offset: from_offset,
-                log_start,
-                log_end,
-            });
-        }
-        if from_offset >= high_watermark {
-            return Ok(empty);
-        }
-        let i = segments.partition_point(|s| s.base_offset <= from_offset);
-        let Some(seg) = i.checked_sub(1).map(|i| &segments[i]) else {
-            return Ok(empty);
-        };
-        let published_end = seg.published_end.load(Ordering::Acquire);
-        if let Some(d) = seg.damaged {
-            if from_offset >= d.from_offset {
-                return Err(StorageError::Damaged {
-                    segment: seg.log_path.clone(),
-                    from_offset: d.from_offset,
-                    to_offset: published_end,
-                });
-            }
-        }
-        if from_offset >= published_end {
-            return Ok(empty);
-        }
-        let limit = match seg.damaged {
-            Some(d) => d.position,
-            None => seg.published_len.load(Ordering::Acquire),
-        };
-        let relative = (from_offset - seg.base_offset) as u32;
-        let mut pos = u64::from(seg.index().lookup(relative));
-        let damaged = || StorageError::Damaged {
-            segment: seg.log_path.clone(),
-            from_offset,
-            to_offset: published_end,
-        };
-        // Walk headers from the index point to the batch containing the offset.
-        let first_size = loop {
-            if pos + READ_HEADER_BYTES as u64 > limit {
-                return Ok(empty);
-            }
-            let mut head = [0u8; READ_HEADER_BYTES];
-            seg.file
-                .read_exact_at(&mut head, pos)
-                .map_err(|e| StorageError::io("reading segment", &seg.log_path, e))?;
-            let (size, magic) = match peek_size_and_magic(&head) {
-                Ok(Some(v)) => v,
-                _ => return Err(damaged()),
-            };
-            let Some(layout) = log_batch::layout(magic) else {
-                return Err(damaged());
-            };
-            let at = layout.last_offset_delta;
-            let base = i64::from_le_bytes(head[BASE_OFFSET_OFFSET..8].try_into().unwrap_or([0; 8]));
-            let delta = i32::from_le_bytes(head[at..at + 4].try_into().unwrap_or([0; 4]));
-            if size < log_batch::MIN_HEADER_SIZE || pos + size as u64 > limit {
-                return Err(damaged());
-            }
-            if base.saturating_add(i64::from(delta)) >= from_offset {
-                break size;
-            }
-            pos += size as u64;
-        };
+            log_start,
+        } = start;
         let available = (limit - pos) as usize;
         let want = first_size.max(max_bytes.min(available));
         let mut buf = vec![0u8; want];
@@ -851,6 +800,99 @@ impl LogTablet {
             high_watermark,
             log_start_offset: log_start,
         })
+    }
+
+    /// Where a read of `from_offset` starts: the segment and position of
+    /// the batch holding it, or the empty result to answer (at or past the
+    /// high watermark, or nothing published there yet).
+    fn read_start(&self, from_offset: i64) -> Result<std::result::Result<ReadStart, ReadResult>> {
+        self.check_online()?;
+        let high_watermark = self.high_watermark.load(Ordering::Acquire);
+        let segments = self
+            .segments
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let log_start = self.log_start.load(Ordering::Acquire);
+        let empty = ReadResult {
+            records: Bytes::new(),
+            high_watermark,
+            log_start_offset: log_start,
+        };
+        let log_end = self.log_end.load(Ordering::Acquire);
+        if from_offset < log_start || from_offset > log_end.max(high_watermark) {
+            return Err(StorageError::OffsetOutOfRange {
+                offset: from_offset,
+                log_start,
+                log_end,
+            });
+        }
+        if from_offset >= high_watermark {
+            return Ok(Err(empty));
+        }
+        let i = segments.partition_point(|s| s.base_offset <= from_offset);
+        let Some(seg) = i.checked_sub(1).map(|i| &segments[i]) else {
+            return Ok(Err(empty));
+        };
+        let published_end = seg.published_end.load(Ordering::Acquire);
+        if let Some(d) = seg.damaged {
+            if from_offset >= d.from_offset {
+                return Err(StorageError::Damaged {
+                    segment: seg.log_path.clone(),
+                    from_offset: d.from_offset,
+                    to_offset: published_end,
+                });
+            }
+        }
+        if from_offset >= published_end {
+            return Ok(Err(empty));
+        }
+        let limit = match seg.damaged {
+            Some(d) => d.position,
+            None => seg.published_len.load(Ordering::Acquire),
+        };
+        let relative = (from_offset - seg.base_offset) as u32;
+        let mut pos = u64::from(seg.index().lookup(relative));
+        let damaged = || StorageError::Damaged {
+            segment: seg.log_path.clone(),
+            from_offset,
+            to_offset: published_end,
+        };
+        // Walk headers from the index point to the batch containing the offset.
+        let first_size = loop {
+            if pos + READ_HEADER_BYTES as u64 > limit {
+                return Ok(Err(empty));
+            }
+            let mut head = [0u8; READ_HEADER_BYTES];
+            seg.file
+                .read_exact_at(&mut head, pos)
+                .map_err(|e| StorageError::io("reading segment", &seg.log_path, e))?;
+            let (size, magic) = match peek_size_and_magic(&head) {
+                Ok(Some(v)) => v,
+                _ => return Err(damaged()),
+            };
+            let Some(layout) = log_batch::layout(magic) else {
+                return Err(damaged());
+            };
+            let at = layout.last_offset_delta;
+            let base = i64::from_le_bytes(head[BASE_OFFSET_OFFSET..8].try_into().unwrap_or([0; 8]));
+            let delta = i32::from_le_bytes(head[at..at + 4].try_into().unwrap_or([0; 4]));
+            if size < log_batch::MIN_HEADER_SIZE || pos + size as u64 > limit {
+                return Err(damaged());
+            }
+            if base.saturating_add(i64::from(delta)) >= from_offset {
+                break size;
+            }
+            pos += size as u64;
+        };
+        Ok(Ok(ReadStart {
+            seg: Arc::clone(seg),
+            pos,
+            first_size,
+            limit,
+            high_watermark,
+            log_start,
+        }))
     }
 
     /// The base offset of the first batch whose commit timestamp is

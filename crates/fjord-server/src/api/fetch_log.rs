@@ -29,7 +29,9 @@
 //! `filtered_end_offset`, the offset after the last batch scanned, from
 //! which the client continues; a read whose batches were all left out reads
 //! on, up to [`FILTER_SCAN_BYTES_MAX`], so a selective scan needs few round
-//! trips.
+//! trips. Batches are judged from their header and statistics block as
+//! stored; the bodies of those left out are never read
+//! (`LogTablet::read_filtered`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -42,6 +44,7 @@ use fjord_format::log_batch;
 use fjord_format::projection::{project_batches, ProjectionError, ProjectionPlan};
 use fjord_format::statistics::{self, LeafFunction, Predicate, StatValue};
 use fjord_proto::messages as pb;
+use fjord_storage::ReadResult;
 use tokio::time::Instant;
 
 use crate::error::{ApiError, ErrorCode};
@@ -85,7 +88,7 @@ struct BucketTarget {
 struct TableTarget {
     table_id: i64,
     projection: Option<Result<Projection, ApiError>>,
-    filter: Option<Result<Filter, ApiError>>,
+    filter: Option<Result<Arc<Filter>, ApiError>>,
     buckets: Vec<BucketTarget>,
 }
 
@@ -206,62 +209,13 @@ impl Filter {
         })
     }
 
-    /// Leaves out the batches of `records` (whole batches, as read) whose
-    /// statistics rule the predicate out. `None` when every batch is kept
-    /// (the bytes go on untouched); else the kept batches and the offset
-    /// after the last batch scanned.
-    fn apply(&self, node: &Node, records: &Bytes) -> Option<(Bytes, i64)> {
-        let mut kept: Vec<std::ops::Range<usize>> = Vec::new();
-        let mut skipped_any = false;
-        let mut end_offset = 0i64;
-        let mut position = 0usize;
-        while position < records.len() {
-            let rest = &records[position..];
-            let Ok(Some((size, magic))) = log_batch::peek_size_and_magic(rest) else {
-                break;
-            };
-            let size = size.min(rest.len());
-            let batch = &rest[..size];
-            let skip = log_batch::layout(magic)
-                .filter(|l| size >= l.header_size)
-                .is_some_and(|layout| self.rules_out(node, layout, batch));
-            if let Some(layout) = log_batch::layout(magic).filter(|l| size >= l.header_size) {
-                let base = i64::from_le_bytes(batch[0..8].try_into().expect("8 bytes"));
-                let at = layout.last_offset_delta;
-                let delta = i32::from_le_bytes(batch[at..at + 4].try_into().expect("4 bytes"));
-                end_offset = base.saturating_add(i64::from(delta)).saturating_add(1);
-            }
-            if skip {
-                skipped_any = true;
-            } else {
-                match kept.last_mut() {
-                    Some(run) if run.end == position => run.end = position + size,
-                    _ => kept.push(position..position + size),
-                }
-            }
-            position += size;
-        }
-        if !skipped_any {
-            return None;
-        }
-        let bytes = match kept.as_slice() {
-            [] => Bytes::new(),
-            [one] => records.slice(one.clone()),
-            runs => {
-                let mut out = Vec::with_capacity(runs.iter().map(|r| r.len()).sum());
-                for run in runs {
-                    out.extend_from_slice(&records[run.clone()]);
-                }
-                Bytes::from(out)
-            }
-        };
-        Some((bytes, end_offset))
-    }
-
     /// Whether the batch's statistics prove no row matches. A batch
     /// without statistics, or whose block or schema cannot be read, is
     /// kept.
-    fn rules_out(&self, node: &Node, layout: &log_batch::Layout, batch: &[u8]) -> bool {
+    /// `batch` needs to hold the header and the statistics block only. A
+    /// batch of a schema id newer than the request's view of the table is
+    /// kept.
+    fn rules_out(&self, layout: &log_batch::Layout, batch: &[u8]) -> bool {
         let Some(at) = layout.statistics_length else {
             return false;
         };
@@ -279,16 +233,8 @@ impl Filter {
         let schema_id = i32::from(i16::from_le_bytes([batch[at], batch[at + 1]]));
         let at = layout.record_count;
         let records = i32::from_le_bytes(batch[at..at + 4].try_into().expect("4 bytes"));
-        let latest;
-        let schema = match self.table.schema_by_id(schema_id) {
-            Some(s) => &s.schema,
-            None => {
-                latest = node.catalog.table_by_id(self.table.table_id);
-                match latest.as_ref().and_then(|t| t.schema_by_id(schema_id)) {
-                    Some(s) => &s.schema,
-                    None => return false,
-                }
-            }
+        let Some(schema) = self.table.schema_by_id(schema_id).map(|s| &s.schema) else {
+            return false;
         };
         match statistics::parse_statistics(block, schema) {
             Ok(stats) => !stats.may_match(&self.predicate, records),
@@ -463,7 +409,7 @@ fn resolve(node: &Node, r: &pb::FetchLogRequest) -> Vec<TableTarget> {
                 .collect();
             let filter = t.filter_predicate.as_ref().map(|p| match &table {
                 None => Err(unknown_table(t.table_id)),
-                Some(info) => Filter::new(node, info, p, t.filter_schema_id),
+                Some(info) => Filter::new(node, info, p, t.filter_schema_id).map(Arc::new),
             });
             TableTarget {
                 table_id: t.table_id,
@@ -562,37 +508,49 @@ async fn read_all(
                 } else {
                     b.fetch_offset
                 };
-                let mut read = replica.read(offset, budget).await?;
                 let mut filtered_end_offset = None;
-                match &t.filter {
-                    None => {}
+                let read = match &t.filter {
+                    None => replica.read(offset, budget).await?,
                     Some(Err(e)) => return Err(e.clone()),
                     Some(Ok(filter)) => {
-                        let mut scanned = 0usize;
+                        let mut from = offset;
+                        let mut left_out = 0usize;
                         loop {
-                            let outcome = filter.apply(node, &read.records);
-                            scanned += read.records.len();
-                            let Some((kept, end)) = outcome else {
-                                break;
+                            let filter = Arc::clone(filter);
+                            let read = replica
+                                .read_filtered(
+                                    from,
+                                    budget,
+                                    FILTER_SCAN_BYTES_MAX - left_out,
+                                    move |layout, prefix| filter.rules_out(layout, prefix),
+                                )
+                                .await?;
+                            left_out += read.left_out_bytes;
+                            if read.left_out_bytes > 0 {
+                                filtered_end_offset = read.end_offset;
+                            }
+                            let end = read.end_offset;
+                            let result = ReadResult {
+                                records: read.records,
+                                high_watermark: read.high_watermark,
+                                log_start_offset: read.log_start_offset,
                             };
-                            filtered_end_offset = Some(end);
-                            read.records = kept;
-                            // Everything read was left out: read on from
-                            // past it, within the scan bound.
-                            if !read.records.is_empty()
-                                || end >= read.high_watermark
-                                || scanned >= FILTER_SCAN_BYTES_MAX
-                            {
-                                break;
+                            // Everything judged was left out: read on from
+                            // past it (the next segment), within the bound.
+                            match end {
+                                Some(end)
+                                    if result.records.is_empty()
+                                        && read.left_out_bytes > 0
+                                        && end < result.high_watermark
+                                        && left_out < FILTER_SCAN_BYTES_MAX =>
+                                {
+                                    from = end;
+                                }
+                                _ => break result,
                             }
-                            let next = replica.read(end, budget).await?;
-                            if next.records.is_empty() {
-                                break;
-                            }
-                            read = next;
                         }
                     }
-                }
+                };
                 let records = match projection {
                     Some(projection) if !read.records.is_empty() => {
                         project(node, projection, &read.records, budget)?
