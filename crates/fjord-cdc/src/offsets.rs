@@ -36,9 +36,12 @@ const MAGIC: &str = "fjord-cdc-position";
 const FORMAT_VERSION: u32 = 2;
 /// Oldest format version read (version 1 has no sink state and always a position).
 const FORMAT_VERSION_MIN: u32 = 1;
-/// Largest position file read back: a position is a few lines; anything
-/// bigger is not ours and must not be read into memory whole.
-pub const POSITION_FILE_BYTES_MAX: u64 = 64 * 1024;
+/// Largest position file written or read back. A position is a few lines,
+/// but a MySQL source's carries the DDL of every captured table (hex), a
+/// few KiB per wide table: hundreds of tables must fit. Anything bigger is
+/// not ours and is not read into memory whole; a commit past it is refused
+/// rather than written unreadable.
+pub const POSITION_FILE_BYTES_MAX: u64 = 16 * 1024 * 1024;
 
 const FILE_NAME: &str = "position";
 const TMP_NAME: &str = "position.tmp";
@@ -268,6 +271,13 @@ impl OffsetStore {
         }
         let crc = crc32c::crc32c(body.as_bytes());
         body.push_str(&format!("crc32c={crc:08x}\n"));
+        if body.len() as u64 > POSITION_FILE_BYTES_MAX {
+            return Err(OffsetError::Position(PositionError(format!(
+                "the position to commit is {} bytes, more than the {POSITION_FILE_BYTES_MAX} a restart \
+                 reads back (too many captured tables' schemas?); the last committed position stays",
+                body.len()
+            ))));
+        }
 
         let tmp = self.dir.join(TMP_NAME);
         let mut file = OpenOptions::new()
@@ -302,6 +312,29 @@ mod tests {
             skip_events: 0,
             skip_rows: 3,
         })
+    }
+
+    #[test]
+    fn a_position_carrying_hundreds_of_schemas_round_trips_and_one_too_big_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = OffsetStore::open(dir.path(), "mysql").unwrap();
+        // ~300 wide tables' DDL as hex: far past the 64 KiB this used to allow.
+        let big = SourcePosition::Opaque {
+            source: "mysql-binlog".into(),
+            data: "ab".repeat(600 * 1024),
+        };
+        store.commit(&big).unwrap();
+        let reopened = OffsetStore::open(dir.path(), "mysql").unwrap();
+        assert_eq!(reopened.load().unwrap(), Some(big.clone()));
+        let too_big = SourcePosition::Opaque {
+            source: "mysql-binlog".into(),
+            data: "c".repeat(POSITION_FILE_BYTES_MAX as usize),
+        };
+        let err = store.commit(&too_big).unwrap_err().to_string();
+        assert!(err.contains("reads back"), "{err}");
+        // Refused, not written: the last commit is what a restart reads.
+        let reopened = OffsetStore::open(dir.path(), "mysql").unwrap();
+        assert_eq!(reopened.load().unwrap(), Some(big));
     }
 
     #[test]

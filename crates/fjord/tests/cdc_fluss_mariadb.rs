@@ -385,3 +385,56 @@ fn a_pipeline_killed_at_random_points_converges_to_mariadb_with_no_log_row_twice
         &format!("after {killed} kills (seed {seed})"),
     );
 }
+
+/// A pipeline capturing many wide tables commits positions that carry every
+/// table's schema (a MariaDB source's positions hold the DDL it follows):
+/// past 64 KiB here, which a restart used to refuse to read back. The
+/// second run resumes from that position and delivers only the new rows.
+#[test]
+fn a_pipeline_capturing_many_wide_tables_resumes_from_its_large_position() {
+    const TABLES: usize = 40;
+    let db = MariaDb::start();
+    let data = tempfile::tempdir().expect("fjord data dir");
+    let fjord = FjordServer::start(data.path());
+    let dir = tempfile::tempdir().expect("pipeline dir");
+    let yaml = pipeline_yaml(dir.path(), &db, &fjord, 200);
+    let mut sql = String::from("CREATE DATABASE shop;\n");
+    for t in 0..TABLES {
+        sql.push_str(&format!(
+            "CREATE TABLE shop.wide{t} (id INT NOT NULL PRIMARY KEY, {ALL_TYPES_COLUMNS});
+             INSERT INTO shop.wide{t} VALUES {};\n",
+            all_types_values(1, t as u32)
+        ));
+    }
+    db.sql(&sql);
+    let first = run_to_current(dir.path(), &yaml);
+    assert_eq!(first["events"], TABLES, "{first}");
+    let position = std::fs::metadata(dir.path().join("state").join("position"))
+        .expect("a committed position")
+        .len();
+    assert!(
+        position > 64 * 1024,
+        "the position is {position} bytes: too small to prove anything"
+    );
+
+    let mut sql = String::new();
+    for t in 0..TABLES {
+        sql.push_str(&format!(
+            "INSERT INTO shop.wide{t} VALUES {};\n",
+            all_types_values(2, t as u32 + 1)
+        ));
+    }
+    db.sql(&sql);
+    let second = run_to_current(dir.path(), &yaml);
+    assert_eq!(second["events"], TABLES, "{second}");
+    let rt = io_runtime();
+    let tables: Vec<String> = (0..TABLES).map(|t| format!("wide{t}")).collect();
+    let tables: Vec<&str> = tables.iter().map(String::as_str).collect();
+    assert_same(
+        &rt,
+        &fjord,
+        &db,
+        &tables,
+        "after a resume from a large position",
+    );
+}
