@@ -41,7 +41,7 @@ use fjord_format::types::{DataField, DataType};
 use fjord_server::kv::changelog_compaction::{
     compact, ChangelogCompactionOptions, Compaction, CompactionReport,
 };
-use fjord_server::kv::columns::{read_row, read_row_into};
+use fjord_server::kv::columns::{read_row, read_row_into, NestedColumns};
 use fjord_server::kv::merge::AggMode;
 use fjord_server::kv::tablet::RowCacheBudget;
 use fjord_server::kv::{KvTable, KvTablet};
@@ -1117,9 +1117,10 @@ fn nested_changelog(log: &LogTablet, arrow: &arrow_schema::SchemaRef) -> BTreeMa
             )
             .unwrap();
             let types = decoded.change_types.unwrap();
+            let mut nested = NestedColumns::of(&decoded.records).unwrap();
             for i in 0..decoded.records.num_rows() {
                 let mut d = Vec::new();
-                read_row_into(&decoded.records, i, &mut scratch, &mut d).unwrap();
+                read_row_into(&decoded.records, i, &mut nested, &mut scratch, &mut d).unwrap();
                 let Datum::Int(k) = d[0] else { panic!("{d:?}") };
                 match ChangeType::from_byte(types[i]).unwrap() {
                     ChangeType::Insert | ChangeType::UpdateAfter => {

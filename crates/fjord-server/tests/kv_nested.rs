@@ -24,7 +24,7 @@ use fjord_format::row::{RowCodec, RowFormat};
 use fjord_format::types::{DataField, DataType};
 use fjord_proto::messages as pb;
 use fjord_proto::{ErrorCode, Request, Response};
-use fjord_server::kv::columns::read_row_into;
+use fjord_server::kv::columns::{read_row_into, NestedColumns};
 use support::*;
 
 /// `id INT NOT NULL, tags ARRAY<INT>, attrs MAP<STRING, INT>,
@@ -361,9 +361,10 @@ async fn changelog(c: &mut Client, codec: &Codec, table_id: i64) -> Vec<(ChangeT
         let decoded =
             decode_log_batch(&records.slice_ref(batch.as_bytes()).into(), schema.clone()).unwrap();
         let types = decoded.change_types.expect("change types");
+        let mut nested = NestedColumns::of(&decoded.records).unwrap();
         for i in 0..decoded.records.num_rows() {
             let mut datums = Vec::new();
-            read_row_into(&decoded.records, i, &mut scratch, &mut datums).unwrap();
+            read_row_into(&decoded.records, i, &mut nested, &mut scratch, &mut datums).unwrap();
             rows.push((
                 ChangeType::from_byte(types[i]).unwrap(),
                 codec.value_of(&datums),

@@ -86,7 +86,7 @@ use fjord_format::log_batch::{
 use fjord_storage::{LogTablet, RewriteOutcome, SegmentInfo, SegmentRewrite};
 use tracing::{info, warn};
 
-use super::columns::{read_row_into, recycle, ColumnsBuilder};
+use super::columns::{read_row_into, recycle, ColumnsBuilder, NestedColumns};
 use super::table::KvTable;
 use super::tablet::KvTablet;
 use crate::error::{ApiError, ErrorCode};
@@ -450,11 +450,19 @@ fn for_each_row(
                 ));
             };
             let row_bytes = batch.size_in_bytes() / count as usize;
+            let mut nested = NestedColumns::of(&decoded.records)
+                .map_err(|e| corrupt(batch.base_offset(), e.to_string()))?;
             for (i, &byte) in types.as_slice().iter().enumerate() {
                 let change = ChangeType::from_byte(byte).unwrap_or(ChangeType::UpdateBefore);
                 let mut row_datums = recycle(std::mem::take(&mut datums));
-                read_row_into(&decoded.records, i, &mut nested_scratch, &mut row_datums)
-                    .map_err(|e| corrupt(batch.base_offset(), e.to_string()))?;
+                read_row_into(
+                    &decoded.records,
+                    i,
+                    &mut nested,
+                    &mut nested_scratch,
+                    &mut row_datums,
+                )
+                .map_err(|e| corrupt(batch.base_offset(), e.to_string()))?;
                 // An older schema's row, as the current schema reads it.
                 row_datums.resize(table.arity(), Datum::Null);
                 key.clear();

@@ -15,11 +15,12 @@
 //! arrays when the batch is finished (`nested_array`); reading one back
 //! ([`read_row_into`]) writes those bytes again into a caller's scratch
 //! buffer. The element types come from the Arrow schema itself
-//! (`fluss_type`), so the builder needs nothing but the schema. A row of
-//! flat columns reads as it would with [`read_row`]: no nested work and no
-//! allocation (the scratch buffer is left empty); a row with nested values
-//! allocates for their children while writing their bytes again, which
-//! only tables with nested columns pay.
+//! (`fluss_type`, resolved once per batch by [`NestedColumns`]), so the
+//! builder needs nothing but the schema. A row of flat columns reads as it
+//! would with [`read_row`]: no nested work and no allocation (the scratch
+//! buffer is left empty); a row with nested values allocates for their
+//! children while writing their bytes again, which only tables with nested
+//! columns pay.
 
 use std::sync::Arc;
 
@@ -782,50 +783,82 @@ pub(crate) fn recycle<'a, 'b>(mut v: Vec<Datum<'a>>) -> Vec<Datum<'b>> {
     v.into_iter().map(|_| Datum::Null).collect()
 }
 
+/// The ARRAY, MAP and ROW columns of one batch with their Fluss types,
+/// found once per batch for [`read_row_into`] (and where each one's bytes
+/// went in the current row).
+pub struct NestedColumns {
+    columns: Vec<NestedSlot>,
+}
+
+/// One nested column of a batch.
+struct NestedSlot {
+    index: usize,
+    field: NestedField,
+    /// Its value's bytes in the scratch buffer for the current row (None: NULL).
+    span: Option<(usize, usize)>,
+}
+
+impl NestedColumns {
+    /// The nested columns of `batch`; an error if one has no Fluss type.
+    pub fn of(batch: &RecordBatch) -> Result<Self, ColumnsError> {
+        let mut columns = Vec::new();
+        for (i, (column, field)) in batch
+            .columns()
+            .iter()
+            .zip(batch.schema_ref().fields())
+            .enumerate()
+        {
+            if matches!(
+                column.data_type(),
+                ArrowType::List(_) | ArrowType::Map(..) | ArrowType::Struct(_)
+            ) {
+                let nested = fluss_type(field)
+                    .and_then(|t| NestedField::of(&t).ok())
+                    .ok_or_else(|| unsupported(i, column.data_type()))?;
+                columns.push(NestedSlot {
+                    index: i,
+                    field: nested,
+                    span: None,
+                });
+            }
+        }
+        Ok(Self { columns })
+    }
+}
+
 /// Reads row `row` of `batch` into `out` like [`read_row`], nested columns
 /// included: their values are written again as Fluss binary bytes into
-/// `scratch` (cleared first), which the nested datums borrow. Callers keep
-/// one `scratch` (and, through [`recycle`], one `out`) across the rows of
-/// a loop, so a row without nested values allocates nothing.
+/// `scratch` (cleared first), which the nested datums borrow. `nested` is
+/// [`NestedColumns::of`] the same batch. Callers keep one `scratch` (and,
+/// through [`recycle`], one `out`) across the rows of a loop, so a row
+/// without nested values allocates nothing and does no nested work.
 pub fn read_row_into<'a>(
     batch: &'a RecordBatch,
     row: usize,
+    nested: &mut NestedColumns,
     scratch: &'a mut Vec<u8>,
     out: &mut Vec<Datum<'a>>,
 ) -> Result<(), ColumnsError> {
     out.clear();
     scratch.clear();
-    let mut spans = Vec::new();
-    for (i, (column, field)) in batch
-        .columns()
-        .iter()
-        .zip(batch.schema().fields())
-        .enumerate()
-    {
-        if column.is_null(row)
-            || !matches!(
-                column.data_type(),
-                ArrowType::List(_) | ArrowType::Map(..) | ArrowType::Struct(_)
-            )
-        {
-            continue;
+    for nested in &mut nested.columns {
+        let column = batch.column(nested.index);
+        nested.span = None;
+        if !column.is_null(row) {
+            let start = scratch.len();
+            encode_nested(column.as_ref(), row, &nested.field, scratch)?;
+            nested.span = Some((start, scratch.len()));
         }
-        let nested = fluss_type(field)
-            .and_then(|t| NestedField::of(&t).ok())
-            .ok_or_else(|| unsupported(i, column.data_type()))?;
-        let start = scratch.len();
-        encode_nested(column.as_ref(), row, &nested, scratch)?;
-        spans.push((i, start, scratch.len()));
     }
     let scratch: &'a [u8] = scratch;
-    let mut spans = spans.into_iter().peekable();
+    let mut spans = nested.columns.iter().peekable();
     for (i, column) in batch.columns().iter().enumerate() {
-        if let Some(&(_, a, b)) = spans.peek().filter(|s| s.0 == i) {
-            spans.next();
-            out.push(match column.data_type() {
-                ArrowType::List(_) => Datum::Array(&scratch[a..b]),
-                ArrowType::Map(..) => Datum::Map(&scratch[a..b]),
-                _ => Datum::Row(&scratch[a..b]),
+        if let Some(nested) = spans.next_if(|c| c.index == i) {
+            out.push(match (nested.span, column.data_type()) {
+                (None, _) => Datum::Null,
+                (Some((a, b)), ArrowType::List(_)) => Datum::Array(&scratch[a..b]),
+                (Some((a, b)), ArrowType::Map(..)) => Datum::Map(&scratch[a..b]),
+                (Some((a, b)), _) => Datum::Row(&scratch[a..b]),
             });
             continue;
         }
@@ -1076,10 +1109,11 @@ mod nested_tests {
         let inner_list = structs.column(1).as_list::<i32>().value(0);
         assert_eq!(inner_list.as_string::<i32>().value(1), "hello world!");
 
+        let mut nested = NestedColumns::of(&batch).unwrap();
         for (i, row) in rows.iter().enumerate() {
             let mut scratch = Vec::new();
             let mut out = Vec::new();
-            read_row_into(&batch, i, &mut scratch, &mut out).unwrap();
+            read_row_into(&batch, i, &mut nested, &mut scratch, &mut out).unwrap();
             assert_eq!(&out, row);
         }
         // The flat reader still refuses nested columns rather than guess.

@@ -54,7 +54,7 @@ use fjord_storage::kv::{AppliedState, KvSnapshot, KvStore, KvValue};
 use fjord_storage::LogTablet;
 use tracing::{info, warn};
 
-use super::columns::{read_row_into, recycle, ColumnsBuilder};
+use super::columns::{read_row_into, recycle, ColumnsBuilder, NestedColumns};
 use super::key::{KvKey, KvRow, INLINE_ROW_BYTES_MAX};
 use super::merge::{AggMode, MergeError, MergeOutcome, RowMerger, RowSink};
 use super::table::KvTable;
@@ -1370,6 +1370,8 @@ impl KvTablet {
                             "an append-only batch in a primary-key table's changelog".into(),
                         ));
                     };
+                    let mut nested = NestedColumns::of(&decoded.records)
+                        .map_err(|e| corrupt(batch.base_offset(), e.to_string()))?;
                     for (row, &change) in types.as_slice().iter().enumerate() {
                         let change =
                             ChangeType::from_byte(change).unwrap_or(ChangeType::UpdateBefore);
@@ -1377,8 +1379,14 @@ impl KvTablet {
                             continue;
                         }
                         let mut row_datums = recycle(std::mem::take(&mut datums));
-                        read_row_into(&decoded.records, row, &mut nested_scratch, &mut row_datums)
-                            .map_err(|e| corrupt(batch.base_offset(), e.to_string()))?;
+                        read_row_into(
+                            &decoded.records,
+                            row,
+                            &mut nested,
+                            &mut nested_scratch,
+                            &mut row_datums,
+                        )
+                        .map_err(|e| corrupt(batch.base_offset(), e.to_string()))?;
                         let width = row_datums.len();
                         // The key encoder reads rows of the current schema.
                         row_datums.resize(table.arity(), Datum::Null);
