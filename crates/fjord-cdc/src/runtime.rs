@@ -663,6 +663,21 @@ mod tests {
     use super::*;
     use crate::event::Event;
 
+    /// The one-column table `d.t (id BIGINT)` the scripted sources emit rows of.
+    fn id_table() -> std::sync::Arc<crate::schema::TableSchema> {
+        use crate::schema::{Column, TableId, TableSchema};
+        use crate::types::DataType;
+        std::sync::Arc::new(
+            TableSchema::new(
+                TableId::new("d", "t"),
+                1,
+                vec![Column::new("id", DataType::BigInt, false)],
+                &[],
+            )
+            .unwrap(),
+        )
+    }
+
     /// Emits one event per batch forever, with position = events so far.
     struct Endless {
         schema: std::sync::Arc<crate::schema::TableSchema>,
@@ -768,17 +783,7 @@ mod tests {
 
     #[test]
     fn events_after_the_position_resumed_from_are_not_committed_with_it() {
-        use crate::schema::{Column, TableId, TableSchema};
-        use crate::types::DataType;
-        let schema = std::sync::Arc::new(
-            TableSchema::new(
-                TableId::new("d", "t"),
-                1,
-                vec![Column::new("id", DataType::BigInt, false)],
-                &[],
-            )
-            .unwrap(),
-        );
+        let schema = id_table();
         let dir = tempfile::tempdir().unwrap();
         let store = OffsetStore::open(dir.path(), "test").unwrap();
         store
@@ -813,17 +818,7 @@ mod tests {
 
     #[test]
     fn a_durable_position_is_committed_before_the_next_batch_is_written() {
-        use crate::schema::{Column, TableId, TableSchema};
-        use crate::types::DataType;
-        let schema = std::sync::Arc::new(
-            TableSchema::new(
-                TableId::new("d", "t"),
-                1,
-                vec![Column::new("id", DataType::BigInt, false)],
-                &[],
-            )
-            .unwrap(),
-        );
+        let schema = id_table();
         let dir = tempfile::tempdir().unwrap();
         let store = OffsetStore::open(dir.path(), "test").unwrap();
         store.commit_sink_state("earlier").unwrap();
@@ -874,17 +869,7 @@ mod tests {
     }
 
     fn committed_after(positions: Vec<u64>) -> Committed {
-        use crate::schema::{Column, TableId, TableSchema};
-        use crate::types::DataType;
-        let schema = std::sync::Arc::new(
-            TableSchema::new(
-                TableId::new("d", "t"),
-                1,
-                vec![Column::new("id", DataType::BigInt, false)],
-                &[],
-            )
-            .unwrap(),
-        );
+        let schema = id_table();
         let dir = tempfile::tempdir().unwrap();
         let store = OffsetStore::open(dir.path(), "test").unwrap();
         drive(
@@ -922,17 +907,7 @@ mod tests {
 
     #[test]
     fn stop_request_ends_the_run_and_commits_the_last_confirmed_position() {
-        use crate::schema::{Column, TableId, TableSchema};
-        use crate::types::DataType;
-        let schema = std::sync::Arc::new(
-            TableSchema::new(
-                TableId::new("d", "t"),
-                1,
-                vec![Column::new("id", DataType::BigInt, false)],
-                &[],
-            )
-            .unwrap(),
-        );
+        let schema = id_table();
         let dir = tempfile::tempdir().unwrap();
         let store = OffsetStore::open(dir.path(), "test").unwrap();
         let stop = StopFlag::new();

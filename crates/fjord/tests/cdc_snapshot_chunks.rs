@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cdc::{full_log, log_of, run_to_current, spawn_pipeline, spawn_pipeline_with};
+use cdc::{committed_data, full_log, log_of, run_to_current, spawn_pipeline, spawn_pipeline_with};
 use fjord_client::{FlussClient, TablePath};
 use mariadb::fjord::{scan_log, scan_pk, Owned};
 use mariadb::{MariaDb, REPL_PASSWORD, REPL_USER};
@@ -233,16 +233,8 @@ fn a_snapshot_of_many_chunks_written_to_meanwhile_equals_mariadb() {
     assert_same(&rt, &fjord, &db, "after the snapshot and the binlog");
 }
 
-/// The committed position's `data=` value (the source's own text).
-fn committed_data(dir: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(dir.join("state").join("position")).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("data="))
-        .map(str::to_string)
-}
-
 /// The last finished chunk's upper key of `shop.kv` in a committed
-/// snapshot position (`chunks1;C,<db hex>,<table hex>,<done>,<upper>,<file>,<pos>...`),
+/// snapshot position (`chunks2;...;C,<db hex>,<table hex>,<done>,<upper>,<file>,<pos>...`),
 /// if the position is a snapshot's with at least one finished chunk of it
 /// and the table not done.
 fn finished_kv_chunks_upper(data: &str) -> Option<i64> {

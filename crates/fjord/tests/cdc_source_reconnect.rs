@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use cdc::{full_log, full_log as log_of, io_runtime};
+use cdc::{committed_data, full_log, full_log as log_of, io_runtime};
 use fjord_client::{FlussClient, TablePath};
 use mariadb::fjord::{scan_log, scan_pk, Owned};
 use mariadb::{MariaDb, REPL_PASSWORD, REPL_USER};
@@ -39,6 +39,24 @@ use support::FjordServer;
 const HANG: Duration = Duration::from_secs(300);
 
 fn pipeline_yaml(dir: &Path, db: &MariaDb, fjord: &FjordServer, max_retries: u32) -> PathBuf {
+    yaml_with(
+        dir,
+        db,
+        fjord,
+        &format!("connect.max-retries: {max_retries}\n  heartbeat.interval: 1s"),
+        "state.commit-interval-ms: 100",
+    )
+}
+
+/// The test pipeline with `source` and `pipeline` option lines added
+/// (each further line indented by two spaces).
+fn yaml_with(
+    dir: &Path,
+    db: &MariaDb,
+    fjord: &FjordServer,
+    source: &str,
+    pipeline: &str,
+) -> PathBuf {
     let yaml = dir.join("pipeline.yaml");
     std::fs::write(
         &yaml,
@@ -52,8 +70,7 @@ fn pipeline_yaml(dir: &Path, db: &MariaDb, fjord: &FjordServer, max_retries: u32
   tables: shop.\\.*
   server-id: 5401
   scan.startup.mode: initial
-  connect.max-retries: {max_retries}
-  heartbeat.interval: 1s
+  {source}
 sink:
   type: fluss
   name: Fjord
@@ -61,7 +78,7 @@ sink:
 pipeline:
   name: reconnect test
   state-dir: {state}
-  state.commit-interval-ms: 100
+  {pipeline}
 ",
             port = db.port(),
             servers = fjord.bootstrap_servers(),
@@ -279,58 +296,11 @@ fn mariadb_gone_for_good_fails_the_pipeline_naming_the_server() {
     assert_eq!(attempts, 3, "reconnect attempts logged\n{log}");
 }
 
-fn snapshot_yaml(dir: &Path, db: &MariaDb, fjord: &FjordServer) -> PathBuf {
-    let yaml = dir.join("pipeline.yaml");
-    std::fs::write(
-        &yaml,
-        format!(
-            "source:
-  type: mysql
-  hostname: 127.0.0.1
-  port: {port}
-  username: {REPL_USER}
-  password: {REPL_PASSWORD}
-  tables: shop.\\.*
-  server-id: 5403
-  scan.startup.mode: initial
-  scan.incremental.snapshot.chunk.size: 1000
-  connect.max-retries: 10
-sink:
-  type: fluss
-  name: Fjord
-  bootstrap.servers: {servers}
-pipeline:
-  name: snapshot reconnect test
-  state-dir: {state}
-  state.commit-interval-ms: 50
-  progress.interval-ms: 100
-",
-            port = db.port(),
-            servers = fjord.bootstrap_servers(),
-            state = dir.join("state").display(),
-        ),
-    )
-    .expect("write pipeline yaml");
-    yaml
-}
-
-/// The committed position's source text (`data=`), if any.
-fn committed_data(dir: &Path) -> String {
-    std::fs::read_to_string(dir.join("state").join("position"))
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("data="))
-                .map(str::to_string)
-        })
-        .unwrap_or_default()
-}
-
 /// Waits until `done` holds of the committed position text and the log;
 /// panics with the log if the pipeline exits or after [`HANG`].
 fn wait_until(dir: &Path, child: &mut Child, what: &str, done: impl Fn(&str, &str) -> bool) {
     let deadline = Instant::now() + HANG;
-    while !done(&committed_data(dir), &log_of(dir)) {
+    while !done(&committed_data(dir).unwrap_or_default(), &log_of(dir)) {
         if let Some(status) = child.try_wait().expect("wait") {
             panic!(
                 "waiting for {what}: the pipeline exited ({status})\n{}",
@@ -376,7 +346,13 @@ fn mariadb_restarted_mid_snapshot_the_pipeline_reads_again_and_converges() {
             values.join(",")
         ));
     }
-    let yaml = snapshot_yaml(dir.path(), &db, &fjord);
+    let yaml = yaml_with(
+        dir.path(),
+        &db,
+        &fjord,
+        "scan.incremental.snapshot.chunk.size: 1000\n  connect.max-retries: 10",
+        "state.commit-interval-ms: 50\n  progress.interval-ms: 100",
+    );
     let mut child = cdc::spawn_pipeline_with(dir.path(), &yaml, false);
     let kv_hex: String = "kv".bytes().map(|b| format!("{b:02x}")).collect();
     let log_hex: String = "log".bytes().map(|b| format!("{b:02x}")).collect();
@@ -394,7 +370,9 @@ fn mariadb_restarted_mid_snapshot_the_pipeline_reads_again_and_converges() {
     mariadbd::shutdown(&db);
     let mut restarted = vec![mariadbd::start_again(&db)];
     assert!(
-        !committed_data(dir.path()).contains(&format!("C,73686f70,{kv_hex},1")),
+        !committed_data(dir.path())
+            .unwrap_or_default()
+            .contains(&format!("C,73686f70,{kv_hex},1")),
         "shop.kv's snapshot finished before MariaDB went away: the test proves nothing"
     );
 

@@ -345,3 +345,12 @@ pub fn all_same(
         .iter()
         .all(|t| mariadb_rows(db, "shop", t) == fjord_rows(rt, fjord, db, "shop", t))
 }
+
+/// The committed position's source text (its `data=` line) in the state
+/// dir under `dir`, if a position is committed.
+pub fn committed_data(dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join("state").join("position")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("data="))
+        .map(str::to_string)
+}
