@@ -151,29 +151,11 @@ async fn lookup(
     table_id: i64,
     ids: &[i32],
 ) -> Vec<Option<(i32, String, i64)>> {
-    let request = Request::Lookup(pb::LookupRequest {
-        table_id,
-        buckets_req: vec![pb::PbLookupReqForBucket {
-            partition_id: None,
-            bucket_id: 0,
-            keys: ids.iter().map(|id| Bytes::from(codec.key(*id))).collect(),
-            original_partition_name: None,
-            routing_bucket_count: None,
-        }],
-        insert_if_not_exists: None,
-        acks: None,
-        timeout_ms: None,
-    });
-    let Ok(Response::Lookup(mut r)) = c.call(request).await else {
-        panic!("lookup failed")
-    };
-    let bucket = r.buckets_resp.remove(0);
-    assert_eq!(bucket.error_code, None, "{:?}", bucket.error_message);
-    assert_eq!(bucket.values.len(), ids.len());
-    bucket
-        .values
+    let keys = ids.iter().map(|id| Bytes::from(codec.key(*id))).collect();
+    lookup_bucket0(c, table_id, keys)
+        .await
         .iter()
-        .map(|v| v.values.as_ref().map(|b| codec.value(b)))
+        .map(|v| v.as_ref().map(|b| codec.value(b)))
         .collect()
 }
 

@@ -306,3 +306,34 @@ pub fn fetch(
         read_preference: None,
     })
 }
+
+/// Looks `keys` up in bucket 0 of `table_id` in one Lookup request: each
+/// key's stored value (schema id, then the row), `None` where the key has
+/// none. Panics if the request or the bucket fails.
+pub async fn lookup_bucket0(
+    c: &mut Client,
+    table_id: i64,
+    keys: Vec<bytes::Bytes>,
+) -> Vec<Option<bytes::Bytes>> {
+    let count = keys.len();
+    let request = Request::Lookup(pb::LookupRequest {
+        table_id,
+        buckets_req: vec![pb::PbLookupReqForBucket {
+            partition_id: None,
+            bucket_id: 0,
+            keys,
+            original_partition_name: None,
+            routing_bucket_count: None,
+        }],
+        insert_if_not_exists: None,
+        acks: None,
+        timeout_ms: None,
+    });
+    let Ok(Response::Lookup(mut r)) = c.call(request).await else {
+        panic!("lookup failed")
+    };
+    let bucket = r.buckets_resp.remove(0);
+    assert_eq!(bucket.error_code, None, "{:?}", bucket.error_message);
+    assert_eq!(bucket.values.len(), count, "one value per key");
+    bucket.values.into_iter().map(|v| v.values).collect()
+}
