@@ -16,15 +16,19 @@
 //! sink's [`Sink::flush`] acknowledged every write up to it, and only as of
 //! the batch that first carried it: events in later batches with the same
 //! position are replayed by a resume from it, so committing the position
-//! with a state taken after them would be wrong. A batch the sink failed
-//! on leaves nothing committed past the last complete commit.
+//! with a state taken after them would be wrong (the position a run resumed
+//! from counts as carried already). A batch the sink failed on leaves
+//! nothing committed past the last complete commit.
 //! When the sink reports its service unavailable ([`SinkError::Unavailable`])
 //! and a state dir is set, [`run`] waits and starts source and sink again
 //! from the last commit, as a restarted process would; likewise, at once,
 //! when the source reports a read it cannot continue
-//! ([`SourceError::Interrupted`]). A source may also mark a position
-//! durable ([`EventBatch::set_position_durable`]): it is committed before
-//! any later batch reaches the sink.
+//! ([`SourceError::Interrupted`]). Either resumption happens a bounded
+//! number of times in a row without a new commit (the sink's retry budget,
+//! the source's reconnect budget); then the run fails with the last cause.
+//! A source may also mark a position durable
+//! ([`EventBatch::set_position_durable`]): it is committed before any
+//! later batch reaches the sink.
 
 use std::sync::mpsc;
 use std::thread;

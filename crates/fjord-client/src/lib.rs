@@ -29,7 +29,9 @@
 //! Arrow schema, bucket count, encoders, assigners) is resolved once when a
 //! writer or scanner is created; the per-record path touches only column
 //! builders (behind one uncontended lock on the writer's side). Hand-offs
-//! between threads and tasks happen per batch.
+//! between threads and tasks happen per batch. A table's
+//! [`admin::TableInfo`] carries every earlier schema, so rows and batches
+//! of an older schema id read with NULL in the columns added since.
 
 pub mod admin;
 pub mod bucket;

@@ -20,6 +20,10 @@
 //! Encoding writes straight into the caller's buffer: the header space is
 //! reserved, the IPC message is written after it, then the storage crate's
 //! [`crate::log_batch::finish_batch`] fills the header and CRC in place.
+//! The encoder is built once per (table schema, compression) and reused;
+//! flat columns go through `ipc_write`, which compresses straight into the
+//! batch's buffer instead of allocating per buffer.
+//! Decoding slices the input's buffers where alignment allows.
 
 use std::io::Write;
 use std::ops::Range;

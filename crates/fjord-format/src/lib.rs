@@ -14,6 +14,8 @@
 //!   complete log batch, decode one back.
 //! - [`projection`]: Fluss `FileLogProjection`: keep only some columns of
 //!   a stored ARROW batch without decoding it.
+//! - [`statistics`]: Fluss 1.0's per-batch column statistics: written from
+//!   an Arrow batch, parsed, and whether a predicate may match a batch.
 //! - [`row`]: the primary-key row formats (COMPACTED, INDEXED) and the
 //!   compacted key: codecs built once per row type, used per record over
 //!   caller-owned buffers.

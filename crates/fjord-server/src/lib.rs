@@ -11,6 +11,10 @@
 //!   answers in completion order with vectored writes.
 //! - [`api`]: one module per Fluss API key; one closed `match` over
 //!   fjord-proto's `Request` dispatches.
+//! - [`kv`]: primary-key tables: what a table's schema and options imply
+//!   ([`kv::KvTable`]), one bucket's merge, changelog and memory layers
+//!   ([`kv::KvTablet`]), the merge engines, ScanKv sessions and the
+//!   compaction of changelogs.
 //! - [`node`]: the state handlers share (config, catalog, replicas, metrics).
 //! - [`meta`]: the metadata store seam ([`meta::store::MetaStore`], a
 //!   ZooKeeper-like tree; [`meta::store::FileMetaStore`] embedded and
@@ -30,8 +34,9 @@
 //!
 //! Architecture invariants:
 //! - Only fjord-proto knows the wire format; handlers see typed messages.
-//! - Nothing here decodes record bodies: produce reads batch headers only,
-//!   fetch projection rewrites Arrow metadata without decoding values.
+//! - Nothing here decodes log record bodies: produce reads batch headers
+//!   only, fetch projection rewrites Arrow metadata without decoding values.
+//!   KV records are decoded once, to merge them and build the changelog.
 //! - Every error a client can cause maps to a Fluss error code; a bad frame
 //!   closes only its connection; nothing a client sends can panic the server.
 //! - Handlers reach data only through the replica manager and metadata only

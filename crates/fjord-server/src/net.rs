@@ -13,6 +13,10 @@
 //! On shutdown, readers stop reading, in-flight requests finish (long-polls
 //! are woken), their answers are written, then connections close.
 //!
+//! FetchLog answers are written as chunks (fjord-proto's
+//! `encode_fetch_log_response_chunks`), so record bytes read from segments
+//! reach the socket without being copied into the frame buffer.
+//!
 //! Large frames (a writer's produce requests) are read into pooled buffers of
 //! their own and the reader asks the kernel (`SO_RCVLOWAT`) to wake it once a
 //! frame's missing bytes arrived, not once per segment.

@@ -4,7 +4,12 @@
 //!
 //! - **Appends** serialize on the writer mutex, which owns the segment list,
 //!   the log end and the idempotent-writer table. Batch validation (CRC-32C)
-//!   runs before the lock is taken.
+//!   runs before the lock is taken. Under the lock the first offset is the
+//!   log end; each batch's base offset, commit timestamp and leader epoch
+//!   (all before the CRC'd region) are stamped into a copy of its prefix,
+//!   and prefixes and received bodies go to the file in one vectored write
+//!   per `APPEND_GROUP_BATCHES` batches. A retried idempotent batch gets
+//!   its original offsets back.
 //! - **Durability** is a separate group-commit state: [`LogTablet::wait_durable`]
 //!   either runs one fsync that covers every batch written so far, or waits
 //!   for the fsync already running. The fsync runs without the writer lock,

@@ -1,8 +1,9 @@
-//! [`AppendLane`]: the ProduceLog requests of one connection append in the
-//! order they arrived, whatever order their handlers finish checking them
-//! in. The lane orders and runs jobs only (what a job appends is
-//! `produce_log`'s), so its ordering, skipping and recovery from a
-//! panicking job are tested here with jobs of the tests' own.
+//! [`AppendLane`]: the ProduceLog and PutKv requests of one connection
+//! append in the order they arrived, whatever order their handlers finish
+//! checking them in. The lane orders and runs jobs only (what a job appends
+//! is `produce_log`'s or `put_kv`'s), so its ordering, skipping and
+//! recovery from a panicking job are tested here with jobs of the tests'
+//! own.
 
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;

@@ -1,7 +1,9 @@
 //! Lookup (1017) and PrefixLookup (1034): point and prefix reads of the
 //! committed rows of primary-key table buckets. Each bucket's keys are
-//! checked against the table's key shape, then read from its KV store on
-//! the blocking pool; a missing key is an unset value, not an error.
+//! checked against the table's key shape; a point lookup the tablet's
+//! memory answers stays on its network task, a read of the KV store (every
+//! prefix lookup) runs on the blocking pool. A missing key is an unset
+//! value, not an error.
 
 use std::sync::Arc;
 

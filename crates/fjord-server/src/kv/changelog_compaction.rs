@@ -54,6 +54,10 @@
 //!   clean boundary (`LogTablet::rewritten_end`) is only a hint: any
 //!   boundary gives a correct result, a low one only redoes work.
 //!
+//! Runs off the request path ([`ChangelogCompactor`]): at most one
+//! compaction in the background on the whole server, on a thread of its
+//! own started from the maintenance when a bucket is due.
+//!
 //! Rows are decoded with the schema of their batch's schema id and
 //! rewritten at the table's current one, padded with NULLs in the columns
 //! added since (an image a reader of either schema reads the same); a batch

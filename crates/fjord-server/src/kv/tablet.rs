@@ -22,6 +22,11 @@
 //!                 cut under interval flushing — is rebuilt from the start)
 //! ```
 //!
+//! Besides these layers, a bucket keeps a cache of the store's rows while
+//! they fit its share of `kv.row-cache-size` (one budget for the server), so
+//! a merge or point lookup reads memory and knows a missing key is absent;
+//! a bucket that outgrows it reads the store.
+//!
 //! Reads go pending → committed (active, then frozen) → store for a merge,
 //! and committed → store for readers (lookups, scans): committed rows only.
 //! The PutKv handler flushes before an acks=all answer, so an acknowledged

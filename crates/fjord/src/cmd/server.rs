@@ -1,5 +1,7 @@
 //! `fjord server`: a single-node Fluss-protocol cluster (coordinator and
-//! tablet server in one process) serving from one data dir.
+//! tablet server in one process) serving from one data dir, and, when
+//! configured, the SQL endpoints (Postgres, Flight SQL): fjord-sql's engine
+//! over an in-process native client, since fjord-server knows nothing of SQL.
 
 use std::path::PathBuf;
 

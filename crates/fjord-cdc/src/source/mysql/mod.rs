@@ -28,9 +28,12 @@
 //! first event plus the number of row changes already delivered
 //! (`skip-rows`), so a restart re-reads the transaction's table maps and
 //! skips what the sink already has; between transactions it is the next
-//! event's offset. Positions also carry the captured tables' definitions in
-//! force at them (`SchemaCache::to_ddl`), so a restart before a DDL decodes
-//! with the old schema although the catalog has the new one.
+//! event's offset. In the snapshot a batch ends with each finished chunk or
+//! table, so the position recording it is never carried by a batch that
+//! also holds rows after it. Positions also carry the captured tables'
+//! definitions in force at them (`SchemaCache::to_ddl`), so a restart
+//! before a DDL decodes with the old schema although the catalog has the
+//! new one.
 //!
 //! Time zones: binlog `TIMESTAMP` values are UTC instants and the snapshot
 //! session runs with `time_zone = '+00:00'`, so `TIMESTAMP` columns
