@@ -15,6 +15,7 @@
 #   FJORD=path/to/fjord scripts/bench-cdc-fluss.sh      (skips the build)
 #   SERVER_ARGS='--set log.flush.interval-ms=1000' scripts/bench-cdc-fluss.sh
 #                                   (server options, e.g. interval flushing)
+#   MODES=initial scripts/bench-cdc-fluss.sh   (one startup mode only)
 #
 # DATA_DIR picks where MariaDB and Fjord keep their data (default: a temp
 # dir under TMPDIR). Needs mariadbd / mariadb-install-db / mariadb
@@ -25,6 +26,7 @@ cd "$(dirname "$0")/.."
 ROWS=${ROWS:-5000000}
 ROUNDS=${ROUNDS:-1}
 BUCKETS=${BUCKETS:-4}
+MODES=${MODES:-earliest-offset initial}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/tmp/fjord-target}
 
 if [[ -z ${FJORD:-} ]]; then
@@ -156,10 +158,10 @@ print(json.dumps(r))" | tee -a "$OUT"
 }
 
 for round in $(seq 1 "$ROUNDS"); do
-    echo "== round $round: earliest-offset" >&2
-    run_mode earliest-offset
-    echo "== round $round: initial (snapshot)" >&2
-    run_mode initial
+    for mode in $MODES; do
+        echo "== round $round: $mode" >&2
+        run_mode "$mode"
+    done
 done
 
 python3 - "$OUT" <<'EOF'
