@@ -100,9 +100,6 @@ const REPLAY_READ_BYTES: usize = 8 << 20;
 /// one or two each, so this only bounds a client cycling through many.
 const MERGERS_MAX: usize = 16;
 
-/// Marks a buffer slot staged by the batch being put (not yet appended).
-const STAGED: i64 = i64::MAX;
-
 /// The result of a put.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PutOutcome {
@@ -119,9 +116,10 @@ pub struct PutOutcome {
 struct Slot {
     /// `schemaId ‖ row`, or `None` for a delete.
     value: Option<KvRow>,
-    /// End offset of the pending batch that wrote it ([`STAGED`] while its
-    /// batch is being put).
-    end: i64,
+    /// The put that wrote it ([`WriteState::put_id`] then). Slots name
+    /// their put rather than its end offset, so a put that succeeds leaves
+    /// its slots as they are instead of looking each up again.
+    put: u64,
 }
 
 /// The changes of one KV batch, appended to the changelog, waiting to be
@@ -129,6 +127,8 @@ struct Slot {
 struct PendingBatch {
     /// The changelog offset after this batch's changelog batch.
     end: i64,
+    /// The put that staged it: its slots in the buffer carry this id.
+    put: u64,
     changes: Vec<(KvKey, Option<KvRow>)>,
     row_delta: i64,
     bytes: usize,
@@ -166,6 +166,9 @@ struct WriteState {
     changelog: Vec<u8>,
     /// The value of a merged row being written (`schemaId ‖ row`).
     merged: Vec<u8>,
+    /// Numbers the puts: the current (or last) put's id, which its staged
+    /// slots and pending batch carry.
+    put_id: u64,
     /// Staged changes of the batch being put.
     staged: Vec<(KvKey, Option<KvRow>)>,
     /// Buffer slots the batch being put replaced, to restore on failure.
@@ -575,6 +578,7 @@ impl KvTablet {
                 encoder: schema_state.encoder,
                 changelog: Vec::new(),
                 merged: Vec::new(),
+                put_id: 0,
                 staged: Vec::new(),
                 undo: Vec::new(),
                 old_datums: Vec::new(),
@@ -851,6 +855,7 @@ impl KvTablet {
             ));
         }
         let merger = merger_index(st, table, targets, agg_mode)?;
+        st.put_id += 1;
         let mut arena = BytesMut::with_capacity(
             records.len() + batch.record_count().max(0) as usize * SCHEMA_ID_BYTES,
         );
@@ -916,19 +921,16 @@ impl KvTablet {
             });
         }
         let end = appended.last_offset + 1;
-        let mut bytes = 0;
-        for (key, value) in &st.staged {
-            bytes += key.len() + value.as_ref().map_or(0, |v| v.len());
-            if let Some(slot) = st.pending.latest.get_mut(key) {
-                if slot.end == STAGED {
-                    slot.end = end;
-                }
-            }
-        }
+        let bytes: usize = st
+            .staged
+            .iter()
+            .map(|(key, value)| key.len() + value.as_ref().map_or(0, |v| v.len()))
+            .sum();
         st.pending.bytes += bytes;
         st.rows += row_delta;
         st.pending.batches.push_back(PendingBatch {
             end,
+            put: st.put_id,
             changes: std::mem::take(&mut st.staged),
             row_delta,
             bytes,
@@ -1229,7 +1231,7 @@ impl KvTablet {
             let mut committed = write(&self.committed);
             for batch in batches.drain(..ready) {
                 for (key, value) in batch.changes {
-                    if latest.get(&key).is_some_and(|slot| slot.end == batch.end) {
+                    if latest.get(&key).is_some_and(|slot| slot.put == batch.put) {
                         latest.remove(&key);
                     }
                     committed.insert(key, value);
@@ -1476,12 +1478,12 @@ fn key_prefix(key: &[u8]) -> u64 {
 fn stage(st: &mut WriteState, key: KvKey, value: Option<KvRow>) {
     let slot = Slot {
         value: value.clone(),
-        end: STAGED,
+        put: st.put_id,
     };
     let previous = match st.pending.latest.entry(key.clone()) {
         Entry::Occupied(mut e) => {
             let prev = std::mem::replace(e.get_mut(), slot);
-            (prev.end != STAGED).then_some(prev)
+            (prev.put != st.put_id).then_some(prev)
         }
         Entry::Vacant(e) => {
             e.insert(slot);
@@ -1501,7 +1503,12 @@ fn undo(st: &mut WriteState) {
             }
             None => {
                 // Only a slot this batch staged first may go.
-                if st.pending.latest.get(&key).is_some_and(|s| s.end == STAGED) {
+                if st
+                    .pending
+                    .latest
+                    .get(&key)
+                    .is_some_and(|s| s.put == st.put_id)
+                {
                     st.pending.latest.remove(&key);
                 }
             }
