@@ -618,3 +618,39 @@ fn the_row_cache_follows_deletes_and_updates() {
     let rows = changelog_rows(&tablet);
     assert_eq!(rows.last().map(|r| r.0), Some(ChangeType::Insert as u8));
 }
+
+/// A flush that commits an earlier batch leaves a key's newer pending value
+/// in the pre-write buffer: the next merge of the key reads that value, not
+/// the committed older one, so the changelog's before-images follow the
+/// writes in order even while later batches wait to be committed.
+#[test]
+fn flushing_an_earlier_batch_keeps_a_later_pending_value() {
+    let config = BTreeMap::new();
+    let bucket = Bucket::new(&config, (1 << 20, 1 << 20));
+    let (_engine, tablet) = bucket.open();
+    let encoder = Encoder::new();
+    let up = |v| Op::Upsert { k: 1, v, s: 0 };
+    let put = |v| {
+        let outcome = tablet
+            .put(&encoder.batch(&[up(v)], false), &[], AggMode::Default, 0)
+            .unwrap();
+        tablet.log().wait_durable(outcome.end_offset - 1).unwrap();
+        outcome.end_offset
+    };
+    let first_end = put(10);
+    put(20);
+    // Only the first batch is committed; the second still pends.
+    tablet.flush(first_end).unwrap();
+    put(30);
+    tablet.flush(tablet.log().high_watermark()).unwrap();
+    let row = |v| (1, Some(v), Some("a".to_owned()));
+    let expected = vec![
+        (ChangeType::Insert as u8, row(10)),
+        (ChangeType::UpdateBefore as u8, row(10)),
+        (ChangeType::UpdateAfter as u8, row(20)),
+        (ChangeType::UpdateBefore as u8, row(20)),
+        (ChangeType::UpdateAfter as u8, row(30)),
+    ];
+    assert_eq!(changelog_rows(&tablet), expected);
+    assert_eq!(lookups(&tablet), [(1, row(30))].into());
+}
