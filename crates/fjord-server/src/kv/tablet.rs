@@ -1231,8 +1231,12 @@ impl KvTablet {
             let mut committed = write(&self.committed);
             for batch in batches.drain(..ready) {
                 for (key, value) in batch.changes {
-                    if latest.get(&key).is_some_and(|slot| slot.put == batch.put) {
-                        latest.remove(&key);
+                    // One probe: a slot is almost always this batch's; one
+                    // a later batch restaged goes back.
+                    if let Some((k, slot)) = latest.remove_entry(&key) {
+                        if slot.put != batch.put {
+                            latest.insert(k, slot);
+                        }
                     }
                     committed.insert(key, value);
                 }
