@@ -582,13 +582,13 @@ proptest! {
         seed in any::<u64>(),
         // (write buffer, row cache): every flush written to the store with
         // and without the row cache, or none until shutdown; the last, a
-        // cache too small for the rows: outgrown at the first spill, and
-        // off for a store reopened with more rows than it holds.
+        // cache that holds the first few rows and is outgrown by the next
+        // ones mid-run, and is off for a store reopened with more.
         write_buffer_bytes in prop_oneof![
             Just((1usize, 0usize)),
             Just((1usize, 1usize << 20)),
             Just((1usize << 20, 1usize << 20)),
-            Just((1usize << 20, 64usize)),
+            Just((1usize, 24usize)),
         ],
     ) {
         for (name, config) in configs() {
