@@ -11,18 +11,24 @@
 //! memory, and writes the changes here in large sorted runs
 //! ([`KvStore::ingest`]: straight into the engine's tables, past its
 //! memtable and journal, which cost more per record than the rest of an
-//! upsert). After a run's tables are in place, the bucket's [`AppliedState`]
-//! (in a separate `applied` keyspace, journal unsynced) records the
-//! changelog offset the store holds up to. A crash can lose that record but
-//! not the tables before it; the server then replays the changelog from the
-//! older offset, which rewrites the same full images (idempotent).
+//! upsert). Each run carries the bucket's [`AppliedState`] (the changelog
+//! offset the store holds up to, and its row count) as one more key of the
+//! same ingestion, so the state and the rows it stands for become visible
+//! and durable together: after any crash the store is exactly as of some
+//! run, and the server replays the changelog from that run's offset. The
+//! engine's journal is never synced; nothing in a store depends on it.
 //!
 //! ```text
 //! <data dir>/kv/                      the engine (journal, tables)
 //!   keyspace "t<table>_b<bucket>"              non-partitioned bucket
 //!   keyspace "t<table>_p<partition>_b<bucket>" partitioned bucket
-//!   keyspace "applied": store name → offset i64 LE ‖ row count i64 LE
+//!     0x00                 → offset i64 LE ‖ row count i64 LE (the state)
+//!     0x01 ‖ encoded key   → stored value                     (the rows)
 //! ```
+//!
+//! Stores written by Fjord before the state moved into the rows' keyspace
+//! (an `applied` keyspace beside them) are dropped at open: each bucket then
+//! rebuilds its store from its changelog, which keeps every live row.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,8 +41,18 @@ use crate::manager::TableBucket;
 /// Name of the directory under the data dir holding the KV engine.
 pub const KV_DIR: &str = "kv";
 
-/// The keyspace that records each store's [`AppliedState`].
-const APPLIED_KEYSPACE: &str = "applied";
+/// The keyspace in which Fjord before format 2 recorded each store's
+/// applied state (unsynced, apart from the rows: see the module doc).
+const LEGACY_APPLIED_KEYSPACE: &str = "applied";
+
+/// The key of a store's [`AppliedState`]: sorts before every row key.
+const STATE_KEY: &[u8] = &[0x00];
+
+/// The first byte of every row's key in a store, before the encoded key.
+const ROW_TAG: u8 = 0x01;
+
+/// Row keys up to this length are tagged on the stack, not the heap.
+const INLINE_KEY_BYTES: usize = 64;
 
 /// Bytes of an encoded [`AppliedState`]: offset and row count, both i64 LE.
 const APPLIED_STATE_BYTES: usize = 16;
@@ -112,7 +128,6 @@ fn kv_error(what: &'static str, path: &Path, e: fjall::Error) -> StorageError {
 /// Share it as `Arc<KvEngine>`.
 pub struct KvEngine {
     db: Database,
-    applied: Keyspace,
     dir: PathBuf,
 }
 
@@ -134,10 +149,34 @@ impl KvEngine {
             .manual_journal_persist(true)
             .open()
             .map_err(|e| kv_error("opening the KV engine", &dir, e))?;
-        let applied = db
-            .keyspace(APPLIED_KEYSPACE, KeyspaceCreateOptions::default)
-            .map_err(|e| kv_error("opening the applied-offsets keyspace", &dir, e))?;
-        Ok(Self { db, applied, dir })
+        let engine = Self { db, dir };
+        engine.drop_legacy_stores()?;
+        Ok(engine)
+    }
+
+    /// Deletes every store of the earlier layout (state in a keyspace of its
+    /// own, which a crash could roll back apart from the rows): the server
+    /// then rebuilds each from its changelog.
+    fn drop_legacy_stores(&self) -> Result<()> {
+        if !self.db.keyspace_exists(LEGACY_APPLIED_KEYSPACE) {
+            return Ok(());
+        }
+        let stores = self.stores();
+        tracing::warn!(
+            dir = %self.dir.display(),
+            stores = stores.len(),
+            "KV stores of an earlier format: deleting them; each bucket rebuilds its store from its changelog"
+        );
+        for tb in stores {
+            self.delete_store(tb)?;
+        }
+        let legacy = self
+            .db
+            .keyspace(LEGACY_APPLIED_KEYSPACE, KeyspaceCreateOptions::default)
+            .map_err(|e| kv_error("opening the legacy applied-state keyspace", &self.dir, e))?;
+        self.db
+            .delete_keyspace(legacy)
+            .map_err(|e| kv_error("deleting the legacy applied-state keyspace", &self.dir, e))
     }
 
     /// The engine's directory (`<data dir>/kv`).
@@ -178,8 +217,7 @@ impl KvEngine {
             inner: Arc::new(StoreInner {
                 db: self.db.clone(),
                 data,
-                applied: self.applied.clone(),
-                name: name.into_bytes().into_boxed_slice(),
+                name: name.into_boxed_str(),
                 dir: self.dir.clone(),
             }),
         })
@@ -195,7 +233,8 @@ impl KvEngine {
             .collect()
     }
 
-    /// Deletes the store of `tb` and its applied state (no-op if absent).
+    /// Deletes the store of `tb`, its applied state with it (no-op if
+    /// absent).
     pub fn delete_store(&self, tb: TableBucket) -> Result<()> {
         let name = Self::store_name(tb);
         if !self.db.keyspace_exists(&name) {
@@ -207,10 +246,7 @@ impl KvEngine {
             .map_err(|e| kv_error("opening a KV store to delete it", &self.dir, e))?;
         self.db
             .delete_keyspace(data)
-            .map_err(|e| kv_error("deleting a KV store", &self.dir, e))?;
-        self.applied
-            .remove(name.into_bytes())
-            .map_err(|e| kv_error("deleting a KV store's applied state", &self.dir, e))
+            .map_err(|e| kv_error("deleting a KV store", &self.dir, e))
     }
 
     /// Makes every write so far durable (clean shutdown, tests).
@@ -224,8 +260,7 @@ impl KvEngine {
 struct StoreInner {
     db: Database,
     data: Keyspace,
-    applied: Keyspace,
-    name: Box<[u8]>,
+    name: Box<str>,
     dir: PathBuf,
 }
 
@@ -239,7 +274,7 @@ pub struct KvStore {
 impl std::fmt::Debug for KvStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KvStore")
-            .field("name", &String::from_utf8_lossy(&self.inner.name))
+            .field("name", &self.inner.name)
             .finish()
     }
 }
@@ -257,8 +292,8 @@ impl KvStore {
     pub fn applied(&self) -> Result<AppliedState> {
         let raw = self
             .inner
-            .applied
-            .get(&self.inner.name)
+            .data
+            .get(STATE_KEY)
             .map_err(|e| self.err("reading a KV store's applied state", e))?;
         match raw {
             None => Ok(AppliedState::default()),
@@ -272,16 +307,14 @@ impl KvStore {
 
     /// The value stored under `key`.
     pub fn get(&self, key: &[u8]) -> Result<Option<KvValue>> {
-        self.inner
-            .data
-            .get(key)
+        with_row_key(key, |key| self.inner.data.get(key))
             .map_err(|e| self.err("reading a KV store", e))
     }
 
-    /// Writes `changes` — keys strictly ascending — into the store as new
-    /// tables (puts and tombstones shadow what the store held), then
-    /// records `state`. Durable once it returns, except the state record
-    /// (see the module doc). Panics if the keys are not strictly ascending.
+    /// Writes `changes` — keys strictly ascending — and `state` into the
+    /// store as new tables (puts and tombstones shadow what the store
+    /// held). All or nothing, to readers and after a crash; durable once it
+    /// returns. Panics if the keys are not strictly ascending.
     pub fn ingest<'a>(
         &self,
         changes: impl IntoIterator<Item = KvChange<'a>>,
@@ -292,39 +325,30 @@ impl KvStore {
             .data
             .start_ingestion()
             .map_err(|e| self.err("writing a KV store", e))?;
+        ingestion
+            .write(STATE_KEY, state.encode().as_slice())
+            .map_err(|e| self.err("writing a KV store", e))?;
         for (key, value) in changes {
-            match value {
+            with_row_key(key, |key| match value {
                 Some(value) => ingestion.write(key, value),
                 None => ingestion.write_tombstone(key),
-            }
+            })
             .map_err(|e| self.err("writing a KV store", e))?;
         }
         ingestion
             .finish()
-            .map_err(|e| self.err("writing a KV store", e))?;
-        self.set_applied(state)
-    }
-
-    fn set_applied(&self, state: AppliedState) -> Result<()> {
-        let mut batch = self.inner.db.batch().durability(Some(PersistMode::Buffer));
-        batch.insert(
-            &self.inner.applied,
-            &*self.inner.name,
-            state.encode().as_slice(),
-        );
-        batch
-            .commit()
-            .map_err(|e| self.err("recording a KV store's applied state", e))
+            .map_err(|e| self.err("writing a KV store", e))
     }
 
     /// Removes every key and resets the applied state to `state` (for a
-    /// rebuild from the changelog).
+    /// rebuild from the changelog). A crash in between leaves an empty
+    /// store at offset 0, which a rebuild also starts from.
     pub fn clear(&self, state: AppliedState) -> Result<()> {
         self.inner
             .data
             .clear()
             .map_err(|e| self.err("clearing a KV store", e))?;
-        self.set_applied(state)
+        self.ingest(std::iter::empty(), state)
     }
 
     /// A consistent, point-in-time view of the store, for scans that span
@@ -343,20 +367,22 @@ impl KvStore {
         prefix: &[u8],
         mut each: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()> {
-        for guard in self.inner.data.prefix(prefix) {
-            let (key, value) = guard
-                .into_inner()
-                .map_err(|e| self.err("scanning a KV store", e))?;
-            if !each(&key, &value) {
-                break;
+        with_row_key(prefix, |prefix| {
+            for guard in self.inner.data.prefix(prefix) {
+                let (key, value) = guard.into_inner()?;
+                if !each(&key[1..], &value) {
+                    break;
+                }
             }
-        }
-        Ok(())
+            Ok(())
+        })
+        .map_err(|e| self.err("scanning a KV store", e))
     }
 
     /// Live keys as the engine estimates them (no scan).
     pub fn approximate_len(&self) -> usize {
-        self.inner.data.approximate_len()
+        // Less the state's key.
+        self.inner.data.approximate_len().saturating_sub(1)
     }
 
     /// Compacts the whole store into its last level (blocking; benchmarks
@@ -391,19 +417,36 @@ impl KvSnapshot {
     ) -> Result<()> {
         use std::ops::Bound;
         let data = &self.store.inner.data;
-        let range: (Bound<&[u8]>, Bound<&[u8]>) = match after {
-            Some(key) => (Bound::Excluded(key), Bound::Unbounded),
-            None => (Bound::Unbounded, Bound::Unbounded),
-        };
-        for guard in self.snapshot.range::<&[u8], _>(data, range) {
-            let (key, value) = guard
-                .into_inner()
-                .map_err(|e| self.store.err("scanning a KV snapshot", e))?;
-            if !each(&key, &value) {
-                break;
+        let first_row: &[u8] = &[ROW_TAG];
+        with_row_key(after.unwrap_or_default(), |after_key| {
+            let range: (Bound<&[u8]>, Bound<&[u8]>) = match after {
+                Some(_) => (Bound::Excluded(after_key), Bound::Unbounded),
+                None => (Bound::Included(first_row), Bound::Unbounded),
+            };
+            for guard in self.snapshot.range::<&[u8], _>(data, range) {
+                let (key, value) = guard.into_inner()?;
+                if !each(&key[1..], &value) {
+                    break;
+                }
             }
-        }
-        Ok(())
+            Ok(())
+        })
+        .map_err(|e| self.store.err("scanning a KV snapshot", e))
+    }
+}
+
+/// Calls `f` with `key` as the store holds it: after [`ROW_TAG`].
+fn with_row_key<R>(key: &[u8], f: impl FnOnce(&[u8]) -> R) -> R {
+    if key.len() < INLINE_KEY_BYTES {
+        let mut tagged = [0u8; INLINE_KEY_BYTES];
+        tagged[0] = ROW_TAG;
+        tagged[1..=key.len()].copy_from_slice(key);
+        f(&tagged[..=key.len()])
+    } else {
+        let mut tagged = Vec::with_capacity(key.len() + 1);
+        tagged.push(ROW_TAG);
+        tagged.extend_from_slice(key);
+        f(&tagged)
     }
 }
 
@@ -431,7 +474,7 @@ mod tests {
                 Some(tb)
             );
         }
-        assert_eq!(KvEngine::parse_store_name(APPLIED_KEYSPACE), None);
+        assert_eq!(KvEngine::parse_store_name(LEGACY_APPLIED_KEYSPACE), None);
     }
 
     #[test]
@@ -593,5 +636,154 @@ mod tests {
         store.clear(AppliedState::default()).unwrap();
         assert_eq!(store.get(b"k").unwrap(), None);
         assert_eq!(store.applied().unwrap(), AppliedState::default());
+    }
+
+    /// Every journal file under `dir` with its bytes (the engine
+    /// preallocates journals, so lengths say nothing).
+    fn journals(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+        let mut out: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "jnl"))
+            .map(|p| {
+                let bytes = std::fs::read(&p).unwrap();
+                (p, bytes)
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// A power cut loses every journal write not synced, and the engine's
+    /// journal never is: the state must still match the rows, both as of
+    /// the last ingestion. (With the state in a journal write of its own,
+    /// the rows came back at offset 0 and a replay counted them twice.)
+    #[test]
+    fn state_and_rows_survive_together_when_the_unsynced_journal_is_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let kv_dir = dir.path().join(KV_DIR);
+        let tb = bucket(1, None, 0);
+        let synced;
+        {
+            let engine = engine(dir.path());
+            let store = engine.open_store(tb).unwrap();
+            engine.persist().unwrap();
+            synced = journals(&kv_dir);
+            assert!(!synced.is_empty(), "the engine keeps a journal");
+            store
+                .ingest(
+                    [(&b"a"[..], Some(&b"1"[..])), (b"b", Some(b"2"))],
+                    AppliedState {
+                        offset: 2,
+                        row_count: 2,
+                    },
+                )
+                .unwrap();
+            store
+                .ingest(
+                    [(&b"a"[..], None)],
+                    AppliedState {
+                        offset: 3,
+                        row_count: 1,
+                    },
+                )
+                .unwrap();
+        }
+        // The cut: each journal back to its synced bytes; later ones gone.
+        for (path, _) in journals(&kv_dir) {
+            match synced.iter().find(|(p, _)| *p == path) {
+                Some((_, bytes)) => std::fs::write(&path, bytes).unwrap(),
+                None => std::fs::remove_file(&path).unwrap(),
+            }
+        }
+        let engine = engine(dir.path());
+        let store = engine.open_store(tb).unwrap();
+        assert_eq!(
+            store.applied().unwrap(),
+            AppliedState {
+                offset: 3,
+                row_count: 1
+            }
+        );
+        assert_eq!(store.get(b"a").unwrap(), None);
+        assert_eq!(store.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));
+    }
+
+    /// The state's key is not a row: scans, prefix scans and gets see only
+    /// the rows, whatever bytes their keys start with.
+    #[test]
+    fn the_state_is_not_a_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine(dir.path());
+        let store = engine.open_store(bucket(1, None, 0)).unwrap();
+        let long = [0u8; INLINE_KEY_BYTES + 3];
+        let keys: [&[u8]; 4] = [&[0x00], &[0x00, 0x01], &long, &[0x01]];
+        let mut sorted = keys;
+        sorted.sort();
+        store
+            .ingest(
+                sorted.iter().map(|k| (*k, Some(*k))),
+                AppliedState {
+                    offset: 9,
+                    row_count: 4,
+                },
+            )
+            .unwrap();
+        let mut seen = Vec::new();
+        store
+            .snapshot()
+            .scan_from(None, |k, v| {
+                assert_eq!(k, v);
+                seen.push(k.to_vec());
+                true
+            })
+            .unwrap();
+        assert_eq!(seen, sorted.map(<[u8]>::to_vec).to_vec());
+        let mut prefixed = Vec::new();
+        store
+            .scan_prefix(&[0x00], |k, _| {
+                prefixed.push(k.to_vec());
+                true
+            })
+            .unwrap();
+        assert_eq!(prefixed.len(), 3, "every key starting 0x00, not the state");
+        for key in keys {
+            assert_eq!(store.get(key).unwrap().as_deref(), Some(key));
+        }
+        assert_eq!(store.get(&[0x02]).unwrap(), None);
+        assert_eq!(store.applied().unwrap().offset, 9);
+    }
+
+    /// Stores of the earlier layout (rows untagged, the state in an
+    /// `applied` keyspace) are dropped at open, so each bucket rebuilds
+    /// from its changelog instead of reading rows it would misparse.
+    #[test]
+    fn stores_of_the_earlier_layout_are_dropped_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let tb = bucket(4, None, 2);
+        {
+            let db = Database::builder(dir.path().join(KV_DIR)).open().unwrap();
+            let data = db
+                .keyspace(&KvEngine::store_name(tb), KeyspaceCreateOptions::default)
+                .unwrap();
+            data.insert(b"k", b"v").unwrap();
+            let applied = db
+                .keyspace(LEGACY_APPLIED_KEYSPACE, KeyspaceCreateOptions::default)
+                .unwrap();
+            applied
+                .insert(KvEngine::store_name(tb), [7u8; APPLIED_STATE_BYTES])
+                .unwrap();
+            db.persist(PersistMode::SyncAll).unwrap();
+        }
+        let engine = engine(dir.path());
+        assert_eq!(engine.stores(), Vec::new());
+        let store = engine.open_store(tb).unwrap();
+        assert_eq!(store.applied().unwrap(), AppliedState::default());
+        assert_eq!(store.get(b"k").unwrap(), None);
+        drop(store);
+        drop(engine);
+        // And the second open finds the new layout: nothing more to drop.
+        let engine = self::engine(dir.path());
+        assert_eq!(engine.stores(), vec![tb]);
     }
 }

@@ -44,9 +44,8 @@
 //!   `delete.retention.ms` rule); with a retention of 0 it always may.
 //! - **The replay at open** never needs a compacted row: the range ends at
 //!   or below the KV store's applied offset, read after the committed
-//!   changes were written to the store, whose tables survive any crash (only
-//!   its applied-offset record may roll back, to an older offset whose replay
-//!   rewrites the same images).
+//!   changes were written to the store, where the offset is durable with
+//!   the rows it stands for (one ingestion), so no crash rolls it back.
 //! - **Correct after a partial run**: groups of segments are replaced oldest
 //!   first, each on its own; every row a committed group dropped has a later
 //!   row of its key in the groups still unreplaced or a later group, so a

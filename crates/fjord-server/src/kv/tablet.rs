@@ -1318,9 +1318,9 @@ impl KvTablet {
     /// Replays the changelog from `from` to `to` into the committed layer
     /// (and so the store): `+I` and `+U` rows put their key, `-D` rows
     /// delete it, `-U` rows are skipped (every changelog row is a full
-    /// image). Rows already in the store (its applied state may lag its
-    /// tables) are rewritten unchanged, and the row count follows what the
-    /// keys actually hold, so a replay over them changes nothing. ARRAY,
+    /// image). The store holds exactly the changelog below `from` (its
+    /// state is written with its rows), so the row count follows what each
+    /// key held before its change. ARRAY,
     /// MAP and ROW columns are read back as their Fluss bytes
     /// ([`read_row_into`], into one scratch buffer reused across rows), so
     /// the stored rows are those the writes stored.
