@@ -1229,13 +1229,21 @@ impl KvTablet {
                 return Ok(());
             }
             let mut committed = write(&self.committed);
+            // The usual case: every pending batch commits, so every slot
+            // goes, in one pass over the table instead of a probe per change.
+            let all = ready == batches.len();
+            if all {
+                latest.clear();
+            }
             for batch in batches.drain(..ready) {
                 for (key, value) in batch.changes {
                     // One probe: a slot is almost always this batch's; one
                     // a later batch restaged goes back.
-                    if let Some((k, slot)) = latest.remove_entry(&key) {
-                        if slot.put != batch.put {
-                            latest.insert(k, slot);
+                    if !all {
+                        if let Some((k, slot)) = latest.remove_entry(&key) {
+                            if slot.put != batch.put {
+                                latest.insert(k, slot);
+                            }
                         }
                     }
                     committed.insert(key, value);
