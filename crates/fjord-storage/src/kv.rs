@@ -41,7 +41,7 @@ use crate::manager::TableBucket;
 /// Name of the directory under the data dir holding the KV engine.
 pub const KV_DIR: &str = "kv";
 
-/// The keyspace in which Fjord before format 2 recorded each store's
+/// The keyspace in which earlier Fjord versions recorded each store's
 /// applied state (unsynced, apart from the rows: see the module doc).
 const LEGACY_APPLIED_KEYSPACE: &str = "applied";
 
@@ -328,11 +328,15 @@ impl KvStore {
         ingestion
             .write(STATE_KEY, state.encode().as_slice())
             .map_err(|e| self.err("writing a KV store", e))?;
+        // One buffer for every row's tagged key of the run.
+        let mut tagged = vec![ROW_TAG];
         for (key, value) in changes {
-            with_row_key(key, |key| match value {
-                Some(value) => ingestion.write(key, value),
-                None => ingestion.write_tombstone(key),
-            })
+            tagged.truncate(1);
+            tagged.extend_from_slice(key);
+            match value {
+                Some(value) => ingestion.write(&tagged[..], value),
+                None => ingestion.write_tombstone(&tagged[..]),
+            }
             .map_err(|e| self.err("writing a KV store", e))?;
         }
         ingestion
@@ -377,12 +381,6 @@ impl KvStore {
             Ok(())
         })
         .map_err(|e| self.err("scanning a KV store", e))
-    }
-
-    /// Live keys as the engine estimates them (no scan).
-    pub fn approximate_len(&self) -> usize {
-        // Less the state's key.
-        self.inner.data.approximate_len().saturating_sub(1)
     }
 
     /// Compacts the whole store into its last level (blocking; benchmarks
@@ -513,37 +511,30 @@ mod tests {
         assert_eq!(store.applied().unwrap().offset, 2);
     }
 
-    #[test]
-    fn changes_and_applied_state_survive_reopen_together() {
-        let dir = tempfile::tempdir().unwrap();
-        let tb = bucket(1, None, 0);
-        {
-            let engine = engine(dir.path());
-            let store = engine.open_store(tb).unwrap();
-            assert_eq!(store.applied().unwrap(), AppliedState::default());
-            store
-                .ingest(
-                    [(&b"a"[..], Some(&b"1"[..])), (b"b", Some(b"2"))],
-                    AppliedState {
-                        offset: 2,
-                        row_count: 2,
-                    },
-                )
-                .unwrap();
-            store
-                .ingest(
-                    [(&b"a"[..], None)],
-                    AppliedState {
-                        offset: 3,
-                        row_count: 1,
-                    },
-                )
-                .unwrap();
-            engine.persist().unwrap();
-        }
-        let engine = engine(dir.path());
-        assert_eq!(engine.stores(), vec![tb]);
-        let store = engine.open_store(tb).unwrap();
+    /// Two runs: `a` and `b` put at offset 2, then `a` deleted at 3.
+    fn ingest_two_runs(store: &KvStore) {
+        store
+            .ingest(
+                [(&b"a"[..], Some(&b"1"[..])), (b"b", Some(b"2"))],
+                AppliedState {
+                    offset: 2,
+                    row_count: 2,
+                },
+            )
+            .unwrap();
+        store
+            .ingest(
+                [(&b"a"[..], None)],
+                AppliedState {
+                    offset: 3,
+                    row_count: 1,
+                },
+            )
+            .unwrap();
+    }
+
+    /// The store holds both runs of [`ingest_two_runs`], rows and state.
+    fn assert_two_runs(store: &KvStore) {
         assert_eq!(
             store.applied().unwrap(),
             AppliedState {
@@ -553,6 +544,22 @@ mod tests {
         );
         assert_eq!(store.get(b"a").unwrap(), None);
         assert_eq!(store.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));
+    }
+
+    #[test]
+    fn changes_and_applied_state_survive_reopen_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let tb = bucket(1, None, 0);
+        {
+            let engine = engine(dir.path());
+            let store = engine.open_store(tb).unwrap();
+            assert_eq!(store.applied().unwrap(), AppliedState::default());
+            ingest_two_runs(&store);
+            engine.persist().unwrap();
+        }
+        let engine = engine(dir.path());
+        assert_eq!(engine.stores(), vec![tb]);
+        assert_two_runs(&engine.open_store(tb).unwrap());
     }
 
     #[test]
@@ -670,24 +677,7 @@ mod tests {
             engine.persist().unwrap();
             synced = journals(&kv_dir);
             assert!(!synced.is_empty(), "the engine keeps a journal");
-            store
-                .ingest(
-                    [(&b"a"[..], Some(&b"1"[..])), (b"b", Some(b"2"))],
-                    AppliedState {
-                        offset: 2,
-                        row_count: 2,
-                    },
-                )
-                .unwrap();
-            store
-                .ingest(
-                    [(&b"a"[..], None)],
-                    AppliedState {
-                        offset: 3,
-                        row_count: 1,
-                    },
-                )
-                .unwrap();
+            ingest_two_runs(&store);
         }
         // The cut: each journal back to its synced bytes; later ones gone.
         for (path, _) in journals(&kv_dir) {
@@ -697,16 +687,7 @@ mod tests {
             }
         }
         let engine = engine(dir.path());
-        let store = engine.open_store(tb).unwrap();
-        assert_eq!(
-            store.applied().unwrap(),
-            AppliedState {
-                offset: 3,
-                row_count: 1
-            }
-        );
-        assert_eq!(store.get(b"a").unwrap(), None);
-        assert_eq!(store.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));
+        assert_two_runs(&engine.open_store(tb).unwrap());
     }
 
     /// The state's key is not a row: scans, prefix scans and gets see only
