@@ -1391,6 +1391,9 @@ impl KvTablet {
                     };
                     let mut nested = NestedColumns::of(&decoded.records)
                         .map_err(|e| corrupt(batch.base_offset(), e.to_string()))?;
+                    // One lock per batch: nothing else reads the layer while
+                    // the tablet opens.
+                    let mut committed = write(&self.committed);
                     for (row, &change) in types.as_slice().iter().enumerate() {
                         let change =
                             ChangeType::from_byte(change).unwrap_or(ChangeType::UpdateBefore);
@@ -1426,12 +1429,12 @@ impl KvTablet {
                             Some(KvRow::copy_from_slice(&value))
                         };
                         datums = recycle(row_datums);
-                        let existed = match read(&self.committed).get(&key) {
+                        let existed = match committed.get_ref(&key) {
                             Some(v) => v.is_some(),
                             None => self.store.get(&key).map_err(storage)?.is_some(),
                         };
                         state.row_count += i64::from(new_value.is_some()) - i64::from(existed);
-                        write(&self.committed).insert(KvKey::copy_from_slice(&key), new_value);
+                        committed.insert(KvKey::copy_from_slice(&key), new_value);
                     }
                 }
                 state.offset = next;
