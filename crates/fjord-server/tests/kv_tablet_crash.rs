@@ -356,6 +356,11 @@ impl Bucket {
     }
 
     fn open(&self) -> (KvEngine, KvTablet) {
+        self.open_with_budget(Arc::new(RowCacheBudget::new(self.row_cache_bytes)))
+    }
+
+    /// [`Bucket::open`] with the row cache taken from `budget`.
+    fn open_with_budget(&self, budget: Arc<RowCacheBudget>) -> (KvEngine, KvTablet) {
         let log = Arc::new(
             LogTablet::open(
                 Arc::new(self.sim.clone()),
@@ -379,7 +384,7 @@ impl Bucket {
             log,
             store,
             self.write_buffer_bytes,
-            Arc::new(RowCacheBudget::new(self.row_cache_bytes)),
+            budget,
         )
         .unwrap();
         (engine, tablet)
@@ -487,11 +492,18 @@ fn run(
     let rollback = tempfile::tempdir().unwrap();
     let mut after_in_flight = None;
     {
-        let (engine, tablet) = bucket.open();
+        let (mut engine, mut tablet) = bucket.open();
         for (step, ops) in batches.iter().enumerate() {
             if step == crash_at.min(batches.len()) / 2 {
+                // Copied with the engine shut, so no background compaction
+                // adds or deletes a table mid-copy (the copy stands for the
+                // disk at one instant); the reopen replays the changelog
+                // into the committed layer, as any restart does.
                 engine.persist().unwrap();
+                drop(tablet);
+                drop(engine);
                 copy_dir(bucket.kv_dir.path(), rollback.path());
+                (engine, tablet) = bucket.open();
             }
             if step == crash_at {
                 if in_flight {
@@ -676,35 +688,124 @@ fn the_row_cache_follows_deletes_and_updates() {
 /// A flush that commits an earlier batch leaves a key's newer pending value
 /// in the pre-write buffer: the next merge of the key reads that value, not
 /// the committed older one, so the changelog's before-images follow the
-/// writes in order even while later batches wait to be committed.
+/// writes in order even while later batches wait to be committed; a key
+/// only the committed batch wrote is read from the committed layer.
 #[test]
 fn flushing_an_earlier_batch_keeps_a_later_pending_value() {
     let config = BTreeMap::new();
     let bucket = Bucket::new(&config, (1 << 20, 1 << 20));
     let (_engine, tablet) = bucket.open();
     let encoder = Encoder::new();
-    let up = |v| Op::Upsert { k: 1, v, s: 0 };
-    let put = |v| {
+    let up = |k, v| Op::Upsert { k, v, s: 0 };
+    let put = |ops: &[Op]| {
         let outcome = tablet
-            .put(&encoder.batch(&[up(v)], false), &[], AggMode::Default, 0)
+            .put(&encoder.batch(ops, false), &[], AggMode::Default, 0)
             .unwrap();
         tablet.log().wait_durable(outcome.end_offset - 1).unwrap();
         outcome.end_offset
     };
-    let first_end = put(10);
-    put(20);
+    let first_end = put(&[up(1, 10), up(2, 5)]);
+    put(&[up(1, 20)]);
     // Only the first batch is committed; the second still pends.
     tablet.flush(first_end).unwrap();
-    put(30);
+    put(&[up(2, 6), up(1, 30)]);
     tablet.flush(tablet.log().high_watermark()).unwrap();
-    let row = |v| (1, Some(v), Some("a".to_owned()));
+    let row = |k, v| (k, Some(v), Some("a".to_owned()));
     let expected = vec![
-        (ChangeType::Insert as u8, row(10)),
-        (ChangeType::UpdateBefore as u8, row(10)),
-        (ChangeType::UpdateAfter as u8, row(20)),
-        (ChangeType::UpdateBefore as u8, row(20)),
-        (ChangeType::UpdateAfter as u8, row(30)),
+        (ChangeType::Insert as u8, row(1, 10)),
+        (ChangeType::Insert as u8, row(2, 5)),
+        (ChangeType::UpdateBefore as u8, row(1, 10)),
+        (ChangeType::UpdateAfter as u8, row(1, 20)),
+        (ChangeType::UpdateBefore as u8, row(2, 5)),
+        (ChangeType::UpdateAfter as u8, row(2, 6)),
+        (ChangeType::UpdateBefore as u8, row(1, 20)),
+        (ChangeType::UpdateAfter as u8, row(1, 30)),
     ];
     assert_eq!(changelog_rows(&tablet), expected);
-    assert_eq!(lookups(&tablet), [(1, row(30))].into());
+    assert_eq!(lookups(&tablet), [(1, row(1, 30)), (2, row(2, 6))].into());
+}
+
+/// A batch refused part-way (its fifth record's row does not decode)
+/// leaves the pre-write buffer exactly as before it: a key it staged first
+/// is absent again, and keys it restaged (once, or twice) hold the earlier
+/// pending batch's values again, so the next batch's changelog is `+I` for
+/// the one and `-U`/`+U` from the earlier values for the others.
+#[test]
+fn a_refused_batch_leaves_the_buffer_as_it_was() {
+    let config = BTreeMap::new();
+    let bucket = Bucket::new(&config, (1 << 20, 1 << 20));
+    let (_engine, tablet) = bucket.open();
+    let encoder = Encoder::new();
+    let up = |k, v| Op::Upsert { k, v, s: 0 };
+    let put = |ops: &[Op]| {
+        let outcome = tablet
+            .put(&encoder.batch(ops, false), &[], AggMode::Default, 0)
+            .unwrap();
+        tablet.log().wait_durable(outcome.end_offset - 1).unwrap();
+    };
+    // Pending, not committed: only the buffer knows keys 1 and 4.
+    put(&[up(1, 10), up(4, 40)]);
+    let mut refused = KvBatchBuilder::start(Vec::new(), 1, -1, -1);
+    for op in [up(1, 99), up(2, 99), up(1, 98), up(4, 97)] {
+        let one = encoder.batch(&[op], false);
+        let batch = fjord_format::kv::batch::KvBatch::validate(&one).unwrap();
+        let record = batch.records().next().unwrap();
+        refused
+            .append_upsert(record.key, record.row.unwrap())
+            .unwrap();
+    }
+    let mut key = Vec::new();
+    encoder
+        .keys
+        .encode_datums(&[Datum::Int(3), Datum::Null, Datum::Null], &mut key)
+        .unwrap();
+    refused.append_upsert(&key, &[0xff]).unwrap();
+    let e = tablet
+        .put(refused.finish(), &[], AggMode::Default, 0)
+        .unwrap_err();
+    assert!(e.to_string().contains("record 4"), "{e}");
+    put(&[up(1, 20), up(2, 30), up(4, 41)]);
+    tablet.flush(tablet.log().high_watermark()).unwrap();
+    let row = |k, v| (k, Some(v), Some("a".to_owned()));
+    let expected = vec![
+        (ChangeType::Insert as u8, row(1, 10)),
+        (ChangeType::Insert as u8, row(4, 40)),
+        (ChangeType::UpdateBefore as u8, row(1, 10)),
+        (ChangeType::UpdateAfter as u8, row(1, 20)),
+        (ChangeType::Insert as u8, row(2, 30)),
+        (ChangeType::UpdateBefore as u8, row(4, 40)),
+        (ChangeType::UpdateAfter as u8, row(4, 41)),
+    ];
+    assert_eq!(changelog_rows(&tablet), expected);
+    let state = [(1, row(1, 20)), (2, row(2, 30)), (4, row(4, 41))].into();
+    assert_eq!(lookups(&tablet), state);
+    assert_eq!(tablet.row_count(), Some(3));
+}
+
+/// The row cache's share of the server's budget follows the bucket's rows
+/// through inserts, a same-size update and deletes, back to nothing, and
+/// comes back whole when the tablet closes. (An update once counted its
+/// key as freed without taking it again, so the delete after it took more
+/// than the cache held: an overflow.)
+#[test]
+fn the_row_cache_budget_follows_inserts_updates_and_deletes() {
+    let bucket = Bucket::new(&BTreeMap::new(), (1, 1 << 20));
+    let budget = Arc::new(RowCacheBudget::new(1 << 20));
+    let (_engine, tablet) = bucket.open_with_budget(Arc::clone(&budget));
+    let encoder = Encoder::new();
+    let up = |k, v| Op::Upsert { k, v, s: 0 };
+    put_acked(&tablet, &encoder, &[up(4, 0)]).unwrap();
+    let one_row = budget.used();
+    assert!(one_row > 0, "a cached row takes from the budget");
+    put_acked(&tablet, &encoder, &[up(4, 1)]).unwrap();
+    assert_eq!(budget.used(), one_row, "an update of the same size");
+    put_acked(&tablet, &encoder, &[up(5, 2)]).unwrap();
+    assert_eq!(budget.used(), 2 * one_row);
+    put_acked(&tablet, &encoder, &[Op::Delete { k: 4 }]).unwrap();
+    assert_eq!(budget.used(), one_row);
+    put_acked(&tablet, &encoder, &[Op::Delete { k: 5 }]).unwrap();
+    assert_eq!(budget.used(), 0);
+    put_acked(&tablet, &encoder, &[up(6, 3)]).unwrap();
+    drop(tablet);
+    assert_eq!(budget.used(), 0, "a closed tablet gives its share back");
 }

@@ -415,19 +415,19 @@ impl Committed {
         }
         let mut grown = 0usize;
         let mut shrunk = 0usize;
+        // A row counts its key and value: an update frees the old value
+        // and its key and takes them again with the new value.
         for (key, value) in run {
             let old = match value {
                 Some(v) => {
-                    grown += v.len();
+                    grown += key.len() + v.len();
                     self.clean
                         .insert(KvKey::copy_from_slice(key), v.compacted())
                 }
                 None => self.clean.remove(&key[..]),
             };
-            match old {
-                Some(old) => shrunk += key.len() + old.len(),
-                None if value.is_some() => grown += key.len(),
-                None => {}
+            if let Some(old) = old {
+                shrunk += key.len() + old.len();
             }
         }
         if grown >= shrunk {
