@@ -43,8 +43,8 @@
 //! block cache. Ordered reads (prefix lookups, scans) write a large
 //! committed layer out first, and scan a small one.
 
-use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::{Bytes, BytesMut};
@@ -57,6 +57,7 @@ use fjord_format::row::indexed::{IndexedRowDecoder, IndexedRowWriter};
 use fjord_format::row::{FieldType, RowFormat};
 use fjord_storage::kv::{AppliedState, KvSnapshot, KvStore, KvValue};
 use fjord_storage::LogTablet;
+use hashbrown::HashTable;
 use tracing::{info, warn};
 
 use super::columns::{read_row_into, recycle, ColumnsBuilder, NestedColumns};
@@ -111,15 +112,15 @@ pub struct PutOutcome {
     pub duplicate: bool,
 }
 
-/// The latest value staged or pending for a key in the buffer.
-#[derive(Clone)]
+/// Where the latest buffered change of a key sits: change `index` of the
+/// put numbered `put` ([`WriteState::put_id`] then), in its pending batch
+/// or, while that put runs, in [`WriteState::staged`]. Slots name their put
+/// rather than its end offset, so a put that succeeds leaves its slots as
+/// they are instead of looking each up again.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 struct Slot {
-    /// `schemaId ‖ row`, or `None` for a delete.
-    value: Option<KvRow>,
-    /// The put that wrote it ([`WriteState::put_id`] then). Slots name
-    /// their put rather than its end offset, so a put that succeeds leaves
-    /// its slots as they are instead of looking each up again.
     put: u64,
+    index: u32,
 }
 
 /// The changes of one KV batch, appended to the changelog, waiting to be
@@ -137,9 +138,53 @@ struct PendingBatch {
 /// The pre-write buffer.
 #[derive(Default)]
 struct Pending {
-    latest: KeyMap<Slot>,
+    /// Per buffered key, the slot of its latest change. The table holds
+    /// no key and no row, only where they sit (16 bytes a key against
+    /// ~100 for both), so it stays small in cache and a flush clears it
+    /// without a drop per slot; keys are hashed with `hasher` and compared
+    /// through [`Changes`].
+    latest: HashTable<Slot>,
+    hasher: foldhash::fast::RandomState,
     batches: VecDeque<PendingBatch>,
     bytes: usize,
+}
+
+impl Pending {
+    /// The hash `latest` files `key` under.
+    fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+}
+
+/// The buffered changes that [`Slot`]s point into: the pending batches and
+/// the changes of the put being staged.
+#[derive(Clone, Copy)]
+struct Changes<'a> {
+    batches: &'a VecDeque<PendingBatch>,
+    staged: &'a [(KvKey, Option<KvRow>)],
+}
+
+impl<'a> Changes<'a> {
+    /// The change `slot` points at. A slot of a put with no pending batch
+    /// is the put being staged (the buffer only ever holds slots of
+    /// pending batches and of that put).
+    fn get(self, slot: Slot) -> &'a (KvKey, Option<KvRow>) {
+        let changes = match self.batches.binary_search_by_key(&slot.put, |b| b.put) {
+            Ok(i) => &self.batches[i].changes[..],
+            Err(_) => self.staged,
+        };
+        &changes[slot.index as usize]
+    }
+
+    /// The key of the change `slot` points at.
+    fn key(self, slot: Slot) -> &'a [u8] {
+        &self.get(slot).0
+    }
+
+    /// The slot of `key` (filed under `hash`) in `latest`.
+    fn find(self, latest: &HashTable<Slot>, hash: u64, key: &[u8]) -> Option<Slot> {
+        latest.find(hash, |s| self.key(*s) == key).copied()
+    }
 }
 
 /// What a merger is built for: target column positions (`None`: full
@@ -171,8 +216,9 @@ struct WriteState {
     put_id: u64,
     /// Staged changes of the batch being put.
     staged: Vec<(KvKey, Option<KvRow>)>,
-    /// Buffer slots the batch being put replaced, to restore on failure.
-    undo: Vec<(KvKey, Option<Slot>)>,
+    /// Per staged change (same index), its key's hash and the slot of
+    /// another put it replaced, to restore on failure.
+    undo: Vec<(u64, Option<Slot>)>,
     /// Reused datum vectors (see [`recycle`]).
     old_datums: Vec<Datum<'static>>,
     new_datums: Vec<Datum<'static>>,
@@ -417,7 +463,7 @@ impl Committed {
         let mut shrunk = 0usize;
         // A row counts its key and value: an update frees the old value
         // and its key and takes them again with the new value.
-        for (key, value) in run {
+        for (key, value) in run.iter() {
             let old = match value {
                 Some(v) => {
                     grown += key.len() + v.len();
@@ -453,6 +499,9 @@ impl Committed {
         }
     }
 
+    /// Adds one change to the active run. `active_bytes` counts every
+    /// change's key and value, superseded ones too (they stay in the run's
+    /// vectors until it is written out).
     fn insert(&mut self, key: KvKey, value: Option<KvRow>) {
         let key_len = key.len();
         let new_len = value.as_ref().map_or(0, |v| v.len());
@@ -860,6 +909,8 @@ impl KvTablet {
             records.len() + batch.record_count().max(0) as usize * SCHEMA_ID_BYTES,
         );
         st.staged.clear();
+        // Taken by the last pending batch: sized once, not grown by doubling.
+        st.staged.reserve(batch.record_count().max(0) as usize);
         st.undo.clear();
         st.change_types.clear();
         let mut row_delta = 0i64;
@@ -1043,8 +1094,10 @@ impl KvTablet {
                 Some(_) => old_for_upsert,
                 None => old_for_delete,
             };
+            // Hashed once for the buffer: the read below and the staging.
+            let hash = st.pending.hash(record.key);
             let old = if needs_old {
-                self.old_value(&st.pending, record.key)?
+                self.old_value(&st.pending, &st.staged, hash, record.key)?
             } else {
                 None
             };
@@ -1185,7 +1238,7 @@ impl KvTablet {
             } else {
                 None
             };
-            stage(st, key, value);
+            stage(st, hash, key, value);
         }
         if !counts_rows {
             *row_delta = 0;
@@ -1195,9 +1248,19 @@ impl KvTablet {
 
     /// The value the key has now: the buffer's latest (staged or pending),
     /// else the committed one.
-    fn old_value(&self, pending: &Pending, key: &[u8]) -> Result<Option<OldValue>, ApiError> {
-        if let Some(slot) = pending.latest.get(key) {
-            return Ok(slot.value.clone().map(OldValue::Buffered));
+    fn old_value(
+        &self,
+        pending: &Pending,
+        staged: &[(KvKey, Option<KvRow>)],
+        hash: u64,
+        key: &[u8],
+    ) -> Result<Option<OldValue>, ApiError> {
+        let changes = Changes {
+            batches: &pending.batches,
+            staged,
+        };
+        if let Some(slot) = changes.find(&pending.latest, hash, key) {
+            return Ok(changes.get(slot).1.clone().map(OldValue::Buffered));
         }
         if let Some(value) = read(&self.committed).get(key) {
             return Ok(value.map(OldValue::Buffered));
@@ -1221,6 +1284,7 @@ impl KvTablet {
             let mut st = lock(&self.write);
             let Pending {
                 latest,
+                hasher,
                 batches,
                 bytes,
             } = &mut st.pending;
@@ -1229,23 +1293,30 @@ impl KvTablet {
                 return Ok(());
             }
             let mut committed = write(&self.committed);
-            // The usual case: every pending batch commits, so every slot
-            // goes, in one pass over the table instead of a probe per change.
-            let all = ready == batches.len();
-            if all {
+            if ready == batches.len() {
+                // The usual case: every pending batch commits, so every
+                // slot goes (slots need no drop: this clears control bytes).
                 latest.clear();
+            } else {
+                // Each slot still pointing into a committing batch goes; a
+                // key a later batch restaged keeps its slot. Slots are
+                // matched by what they point at, so no key is read.
+                for batch in batches.iter().take(ready) {
+                    for (index, (key, _)) in batch.changes.iter().enumerate() {
+                        let mine = Slot {
+                            put: batch.put,
+                            index: index as u32,
+                        };
+                        if let Ok(slot) =
+                            latest.find_entry(hasher.hash_one(&key[..]), |s| *s == mine)
+                        {
+                            slot.remove();
+                        }
+                    }
+                }
             }
             for batch in batches.drain(..ready) {
                 for (key, value) in batch.changes {
-                    // One probe: a slot is almost always this batch's; one
-                    // a later batch restaged goes back.
-                    if !all {
-                        if let Some((k, slot)) = latest.remove_entry(&key) {
-                            if slot.put != batch.put {
-                                latest.insert(k, slot);
-                            }
-                        }
-                    }
                     committed.insert(key, value);
                 }
                 *bytes -= batch.bytes;
@@ -1488,43 +1559,78 @@ fn key_prefix(key: &[u8]) -> u64 {
     u64::from_be_bytes(bytes)
 }
 
-/// Records `key → value` as the batch's latest change of the key, keeping
-/// what it replaced for [`undo`].
-fn stage(st: &mut WriteState, key: KvKey, value: Option<KvRow>) {
+/// Records `key → value` (`key` filed under `hash`) as the batch's latest
+/// change of the key, keeping the slot of another put it replaced for
+/// [`undo`].
+fn stage(st: &mut WriteState, hash: u64, key: KvKey, value: Option<KvRow>) {
+    let put = st.put_id;
     let slot = Slot {
-        value: value.clone(),
-        put: st.put_id,
+        put,
+        index: st.staged.len() as u32,
     };
-    let previous = match st.pending.latest.entry(key.clone()) {
-        Entry::Occupied(mut e) => {
+    st.staged.push((key, value));
+    let Pending {
+        latest,
+        hasher,
+        batches,
+        ..
+    } = &mut st.pending;
+    let changes = Changes {
+        batches,
+        staged: &st.staged,
+    };
+    let key = changes.key(slot);
+    let previous = match latest.entry(
+        hash,
+        |s| changes.key(*s) == key,
+        |s| hasher.hash_one(changes.key(*s)),
+    ) {
+        hashbrown::hash_table::Entry::Occupied(mut e) => {
             let prev = std::mem::replace(e.get_mut(), slot);
-            (prev.put != st.put_id).then_some(prev)
+            (prev.put != put).then_some(prev)
         }
-        Entry::Vacant(e) => {
+        hashbrown::hash_table::Entry::Vacant(e) => {
             e.insert(slot);
             None
         }
     };
-    st.undo.push((key.clone(), previous));
-    st.staged.push((key, value));
+    st.undo.push((hash, previous));
 }
 
-/// Restores every buffer slot the batch being put replaced.
+/// Restores every buffer slot the batch being put replaced, newest first.
 fn undo(st: &mut WriteState) {
-    for (key, previous) in st.undo.drain(..).rev() {
+    let put = st.put_id;
+    let Pending {
+        latest,
+        hasher,
+        batches,
+        ..
+    } = &mut st.pending;
+    let changes = Changes {
+        batches,
+        staged: &st.staged,
+    };
+    for (index, (hash, previous)) in st.undo.drain(..).enumerate().rev() {
+        let key = &changes.staged[index].0[..];
         match previous {
-            Some(slot) => {
-                st.pending.latest.insert(key, slot);
+            Some(previous) => {
+                match latest.entry(
+                    hash,
+                    |s| changes.key(*s) == key,
+                    |s| hasher.hash_one(changes.key(*s)),
+                ) {
+                    hashbrown::hash_table::Entry::Occupied(mut e) => *e.get_mut() = previous,
+                    hashbrown::hash_table::Entry::Vacant(e) => {
+                        e.insert(previous);
+                    }
+                }
             }
             None => {
-                // Only a slot this batch staged first may go.
-                if st
-                    .pending
-                    .latest
-                    .get(&key)
-                    .is_some_and(|s| s.put == st.put_id)
+                // Only a slot of this put may go.
+                if let Ok(slot) =
+                    latest.find_entry(hash, |s| s.put == put && changes.key(*s) == key)
                 {
-                    st.pending.latest.remove(&key);
+                    slot.remove();
                 }
             }
         }
