@@ -409,6 +409,17 @@ fn put_acked(tablet: &KvTablet, encoder: &Encoder, ops: &[Op]) -> Result<(), Str
     Ok(())
 }
 
+/// Puts one batch of full rows and waits until its changelog is durable,
+/// without committing it (it stays in the pre-write buffer until a flush);
+/// returns the changelog offset after it.
+fn put_durable(tablet: &KvTablet, encoder: &Encoder, ops: &[Op]) -> i64 {
+    let outcome = tablet
+        .put(&encoder.batch(ops, false), &[], AggMode::Default, 0)
+        .unwrap();
+    tablet.log().wait_durable(outcome.end_offset - 1).unwrap();
+    outcome.end_offset
+}
+
 /// How the KV store comes through a crash.
 #[derive(Clone, Copy, Debug)]
 enum KvFate {
@@ -697,13 +708,7 @@ fn flushing_an_earlier_batch_keeps_a_later_pending_value() {
     let (_engine, tablet) = bucket.open();
     let encoder = Encoder::new();
     let up = |k, v| Op::Upsert { k, v, s: 0 };
-    let put = |ops: &[Op]| {
-        let outcome = tablet
-            .put(&encoder.batch(ops, false), &[], AggMode::Default, 0)
-            .unwrap();
-        tablet.log().wait_durable(outcome.end_offset - 1).unwrap();
-        outcome.end_offset
-    };
+    let put = |ops: &[Op]| put_durable(&tablet, &encoder, ops);
     let first_end = put(&[up(1, 10), up(2, 5)]);
     put(&[up(1, 20)]);
     // Only the first batch is committed; the second still pends.
@@ -737,12 +742,7 @@ fn a_refused_batch_leaves_the_buffer_as_it_was() {
     let (_engine, tablet) = bucket.open();
     let encoder = Encoder::new();
     let up = |k, v| Op::Upsert { k, v, s: 0 };
-    let put = |ops: &[Op]| {
-        let outcome = tablet
-            .put(&encoder.batch(ops, false), &[], AggMode::Default, 0)
-            .unwrap();
-        tablet.log().wait_durable(outcome.end_offset - 1).unwrap();
-    };
+    let put = |ops: &[Op]| put_durable(&tablet, &encoder, ops);
     // Pending, not committed: only the buffer knows keys 1 and 4.
     put(&[up(1, 10), up(4, 40)]);
     let mut refused = KvBatchBuilder::start(Vec::new(), 1, -1, -1);

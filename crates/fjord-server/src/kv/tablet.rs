@@ -185,6 +185,31 @@ impl<'a> Changes<'a> {
     fn find(self, latest: &HashTable<Slot>, hash: u64, key: &[u8]) -> Option<Slot> {
         latest.find(hash, |s| self.key(*s) == key).copied()
     }
+
+    /// Points `key` (filed under `hash`) at `slot`, returning the slot it
+    /// replaced. `hasher` rehashes the other keys if the table grows.
+    fn set(
+        self,
+        latest: &mut HashTable<Slot>,
+        hasher: &foldhash::fast::RandomState,
+        hash: u64,
+        key: &[u8],
+        slot: Slot,
+    ) -> Option<Slot> {
+        match latest.entry(
+            hash,
+            |s| self.key(*s) == key,
+            |s| hasher.hash_one(self.key(*s)),
+        ) {
+            hashbrown::hash_table::Entry::Occupied(mut e) => {
+                Some(std::mem::replace(e.get_mut(), slot))
+            }
+            hashbrown::hash_table::Entry::Vacant(e) => {
+                e.insert(slot);
+                None
+            }
+        }
+    }
 }
 
 /// What a merger is built for: target column positions (`None`: full
@@ -499,9 +524,8 @@ impl Committed {
         }
     }
 
-    /// Adds one change to the active run. `active_bytes` counts every
-    /// change's key and value, superseded ones too (they stay in the run's
-    /// vectors until it is written out).
+    /// Adds one change to the active run; `active_bytes` counts each key's
+    /// latest change.
     fn insert(&mut self, key: KvKey, value: Option<KvRow>) {
         let key_len = key.len();
         let new_len = value.as_ref().map_or(0, |v| v.len());
@@ -1579,21 +1603,10 @@ fn stage(st: &mut WriteState, hash: u64, key: KvKey, value: Option<KvRow>) {
         batches,
         staged: &st.staged,
     };
-    let key = changes.key(slot);
-    let previous = match latest.entry(
-        hash,
-        |s| changes.key(*s) == key,
-        |s| hasher.hash_one(changes.key(*s)),
-    ) {
-        hashbrown::hash_table::Entry::Occupied(mut e) => {
-            let prev = std::mem::replace(e.get_mut(), slot);
-            (prev.put != put).then_some(prev)
-        }
-        hashbrown::hash_table::Entry::Vacant(e) => {
-            e.insert(slot);
-            None
-        }
-    };
+    let key = &st.staged[slot.index as usize].0[..];
+    let previous = changes
+        .set(latest, hasher, hash, key, slot)
+        .filter(|prev| prev.put != put);
     st.undo.push((hash, previous));
 }
 
@@ -1614,16 +1627,7 @@ fn undo(st: &mut WriteState) {
         let key = &changes.staged[index].0[..];
         match previous {
             Some(previous) => {
-                match latest.entry(
-                    hash,
-                    |s| changes.key(*s) == key,
-                    |s| hasher.hash_one(changes.key(*s)),
-                ) {
-                    hashbrown::hash_table::Entry::Occupied(mut e) => *e.get_mut() = previous,
-                    hashbrown::hash_table::Entry::Vacant(e) => {
-                        e.insert(previous);
-                    }
-                }
+                changes.set(latest, hasher, hash, key, previous);
             }
             None => {
                 // Only a slot of this put may go.
