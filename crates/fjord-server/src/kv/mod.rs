@@ -14,6 +14,7 @@ pub mod changelog_compaction;
 pub mod columns;
 pub mod key;
 pub mod merge;
+pub mod run;
 pub mod scanners;
 pub mod table;
 pub mod tablet;

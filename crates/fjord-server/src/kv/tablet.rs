@@ -37,11 +37,11 @@
 //! Why the committed layer: the engine's memtable is a skip list whose
 //! lookups and inserts, at a few hundred thousand keys, cost more than the
 //! rest of an upsert together, and an ordered map in its place still spent
-//! half of it comparing keys (`benches/kv_put.rs`). Hash maps for the
-//! batches in flight and for the committed changes, sorted once when
-//! written out as a run, keep the engine to its tables, bloom filters and
-//! block cache. Ordered reads (prefix lookups, scans) write a large
-//! committed layer out first, and scan a small one.
+//! half of it comparing keys (`benches/kv_put.rs`). A hash table over the
+//! batches in flight and a [`Run`] of packed committed changes, sorted once
+//! when written out, keep the engine to its tables, bloom filters and block
+//! cache. Ordered reads (prefix lookups, scans) write a large committed
+//! layer out first, and scan a small one.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
@@ -63,6 +63,7 @@ use tracing::{info, warn};
 use super::columns::{read_row_into, recycle, ColumnsBuilder, NestedColumns};
 use super::key::{KvKey, KvRow, INLINE_ROW_BYTES_MAX};
 use super::merge::{AggMode, MergeError, MergeOutcome, RowMerger, RowSink};
+use super::run::{Change, Run};
 use super::table::KvTable;
 use crate::error::{ApiError, ErrorCode};
 use crate::replica::{storage_error, TableBucket};
@@ -83,7 +84,8 @@ pub const PENDING_BYTES_MAX: usize = 256 << 20;
 pub const L0_TABLES_MAX: usize = 40;
 
 /// Default most bytes of keys and values a bucket keeps in its committed
-/// layer before writing them to the KV store as one sorted run
+/// layer (changes a later change replaced included, [`Run::bytes`]) before
+/// writing them to the KV store as one sorted run
 /// (`kv.write-buffer-size`): large runs keep the store's first level
 /// small; the bound is the memory a bucket holds and the changelog a
 /// restart replays.
@@ -379,9 +381,6 @@ impl Drop for KvTablet {
     }
 }
 
-/// A run of changes (`None`: delete).
-type Run = KeyMap<Option<KvRow>>;
-
 /// A map by encoded key. foldhash: several times cheaper than the default
 /// SipHash on short keys, which every record pays three or four times;
 /// seeded per map, so clients cannot aim collisions.
@@ -427,6 +426,10 @@ impl RowCacheBudget {
     }
 }
 
+/// Keys of a lookup batch whose committed changes are prefetched together
+/// before any is read ([`Run::prefetch`]).
+const LOOKUP_PREFETCH_KEYS: usize = 16;
+
 /// Default `kv.row-cache-size`: while a bucket's rows fit the shared budget
 /// they are all kept in memory besides the store, so a merge or lookup
 /// reads a hash map and a key it lacks is known absent without reading the
@@ -440,7 +443,6 @@ pub const DEFAULT_ROW_CACHE_BYTES: usize = 512 << 20;
 #[derive(Default)]
 struct Committed {
     active: Run,
-    active_bytes: usize,
     /// The run being written, and the state it stands for.
     frozen: Option<(Arc<Run>, AppliedState)>,
     /// Rows of the store kept in memory (copies: no request buffer is held),
@@ -460,19 +462,19 @@ impl Committed {
     /// The committed value of `key`: `Some(None)` for a committed delete or
     /// a key a complete cache lacks, `None` when only the store knows.
     fn get(&self, key: &[u8]) -> Option<Option<KvRow>> {
-        self.get_ref(key).map(|v| v.cloned())
+        self.get_ref(key).map(|v| v.map(KvRow::copy_from_slice))
     }
 
     /// [`Committed::get`], borrowing the value.
-    fn get_ref(&self, key: &[u8]) -> Option<Option<&KvRow>> {
+    fn get_ref(&self, key: &[u8]) -> Option<Option<&[u8]>> {
         if let Some(v) = self.active.get(key) {
-            return Some(v.as_ref());
+            return Some(v);
         }
         if let Some(v) = self.frozen.as_ref().and_then(|(f, _)| f.get(key)) {
-            return Some(v.as_ref());
+            return Some(v);
         }
         if let Some(v) = self.clean.get(key) {
-            return Some(Some(v));
+            return Some(Some(v.as_slice()));
         }
         self.complete.then_some(None)
     }
@@ -493,9 +495,9 @@ impl Committed {
                 Some(v) => {
                     grown += key.len() + v.len();
                     self.clean
-                        .insert(KvKey::copy_from_slice(key), v.compacted())
+                        .insert(KvKey::copy_from_slice(key), KvRow::copy_from_slice(v))
                 }
-                None => self.clean.remove(&key[..]),
+                None => self.clean.remove(key),
             };
             if let Some(old) = old {
                 shrunk += key.len() + old.len();
@@ -524,17 +526,9 @@ impl Committed {
         }
     }
 
-    /// Adds one change to the active run; `active_bytes` counts each key's
-    /// latest change.
-    fn insert(&mut self, key: KvKey, value: Option<KvRow>) {
-        let key_len = key.len();
-        let new_len = value.as_ref().map_or(0, |v| v.len());
-        match self.active.insert(key, value) {
-            Some(old) => {
-                self.active_bytes = self.active_bytes - old.map_or(0, |v| v.len()) + new_len;
-            }
-            None => self.active_bytes += key_len + new_len,
-        }
+    /// Adds one change to the active run.
+    fn insert(&mut self, key: &[u8], value: Option<&[u8]>) {
+        self.active.insert(key, value);
     }
 }
 
@@ -737,26 +731,28 @@ impl KvTablet {
     /// some key needs the store.
     pub fn get_all_in_memory(&self, keys: &[Bytes]) -> Option<Vec<Option<Bytes>>> {
         let committed = read(&self.committed);
-        // Inline rows are copied into one buffer for the batch and split
-        // off it (one allocation per batch, not one per key); shared rows
-        // are handed out as they are.
+        // Rows are copied into one buffer for the batch and split off it
+        // (one allocation per batch, not one per key).
         let mut arena = BytesMut::new();
-        keys.iter()
-            .map(|key| {
-                committed.get_ref(key).map(|v| {
-                    v.map(|v| match v {
-                        KvRow::Shared(b) => b.clone(),
-                        KvRow::Inline { .. } => {
-                            if arena.capacity() < v.len() {
-                                arena.reserve(keys.len().min(1024) * INLINE_ROW_BYTES_MAX);
-                            }
-                            arena.extend_from_slice(v.as_slice());
-                            arena.split().freeze()
-                        }
-                    })
-                })
-            })
-            .collect()
+        let mut values = Vec::with_capacity(keys.len());
+        for group in keys.chunks(LOOKUP_PREFETCH_KEYS) {
+            // A miss on each key's packed change would otherwise be waited
+            // for one at a time.
+            for key in group {
+                committed.active.prefetch(key);
+            }
+            for key in group {
+                let value = committed.get_ref(key)?.map(|v| {
+                    if arena.capacity() < v.len() {
+                        arena.reserve((keys.len().min(1024) * INLINE_ROW_BYTES_MAX).max(v.len()));
+                    }
+                    arena.extend_from_slice(v);
+                    arena.split().freeze()
+                });
+                values.push(value);
+            }
+        }
+        Some(values)
     }
 
     /// The committed value of `key` (`schemaId ‖ row`), or `None`.
@@ -782,7 +778,7 @@ impl KvTablet {
         // store first, a small one is scanned.
         let overlay: Vec<(KvKey, Option<KvRow>)> = {
             let mut store_state = lock(&self.flush);
-            if read(&self.committed).active_bytes > ORDERED_READ_SCAN_BYTES_MAX {
+            if read(&self.committed).active.bytes() > ORDERED_READ_SCAN_BYTES_MAX {
                 self.spill_locked(&mut store_state)?;
             }
             let committed = read(&self.committed);
@@ -793,7 +789,7 @@ impl KvTablet {
                 .iter()
                 .chain(committed.frozen.iter().flat_map(|(f, _)| f.iter()))
                 .filter(|(k, _)| k.starts_with(prefix))
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .map(|(k, v)| (KvKey::copy_from_slice(k), v.map(KvRow::copy_from_slice)))
                 .collect();
             // Stable: for equal keys the active entry, first, is kept.
             overlay.sort_by(|a, b| a.0.cmp(&b.0));
@@ -1340,8 +1336,8 @@ impl KvTablet {
                 }
             }
             for batch in batches.drain(..ready) {
-                for (key, value) in batch.changes {
-                    committed.insert(key, value);
+                for (key, value) in &batch.changes {
+                    committed.insert(key, value.as_deref());
                 }
                 *bytes -= batch.bytes;
                 committed.state = AppliedState {
@@ -1349,7 +1345,7 @@ impl KvTablet {
                     row_count: committed.state.row_count + batch.row_delta,
                 };
             }
-            committed.active_bytes >= self.write_buffer_bytes
+            committed.active.bytes() >= self.write_buffer_bytes
         };
         if full {
             self.spill_locked(&mut store_state)?;
@@ -1380,13 +1376,9 @@ impl KvTablet {
                 None => {
                     // The next run is sized as this one: growing it from
                     // empty rehashed it a dozen times per spill.
-                    let sized = KeyMap::with_capacity_and_hasher(
-                        committed.active.len(),
-                        foldhash::fast::RandomState::default(),
-                    );
+                    let sized = Run::with_capacity(committed.active.len());
                     let run = Arc::new(std::mem::replace(&mut committed.active, sized));
                     let state = committed.state;
-                    committed.active_bytes = 0;
                     committed.frozen = Some((Arc::clone(&run), state));
                     (run, state, false)
                 }
@@ -1396,14 +1388,13 @@ impl KvTablet {
         // comparisons are then decided without following the pointers into
         // the run (a cache miss each; sorting behind pointers was a quarter
         // of the server's CPU in `scripts/bench-cdc-fluss.sh`).
-        let mut sorted: Vec<(u64, &KvKey, &Option<KvRow>)> =
-            run.iter().map(|(k, v)| (key_prefix(k), k, v)).collect();
-        sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+        let mut sorted: Vec<(u64, Change<'_>)> = run
+            .iter()
+            .map(|change| (key_prefix(change.0), change))
+            .collect();
+        sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1 .0.cmp(b.1 .0)));
         self.store
-            .ingest(
-                sorted.into_iter().map(|(_, k, v)| (&k[..], v.as_deref())),
-                target,
-            )
+            .ingest(sorted.into_iter().map(|(_, change)| change), target)
             .map_err(|e| storage_error(self.bucket, e))?;
         {
             let mut committed = write(&self.committed);
@@ -1521,7 +1512,7 @@ impl KvTablet {
                                 .rows
                                 .encode(&row_datums[..width], &mut value)
                                 .map_err(|e| corrupt(batch.base_offset(), e.to_string()))?;
-                            Some(KvRow::copy_from_slice(&value))
+                            Some(&value[..])
                         };
                         datums = recycle(row_datums);
                         let existed = match committed.get_ref(&key) {
@@ -1529,14 +1520,14 @@ impl KvTablet {
                             None => self.store.get(&key).map_err(storage)?.is_some(),
                         };
                         state.row_count += i64::from(new_value.is_some()) - i64::from(existed);
-                        committed.insert(KvKey::copy_from_slice(&key), new_value);
+                        committed.insert(&key, new_value);
                     }
                 }
                 state.offset = next;
                 let full = {
                     let mut committed = write(&self.committed);
                     committed.state = state;
-                    committed.active_bytes >= self.write_buffer_bytes
+                    committed.active.bytes() >= self.write_buffer_bytes
                 };
                 if full {
                     self.spill_locked(&mut store_state)?;
