@@ -430,6 +430,7 @@ pub struct KvRecords<'a> {
 impl<'a> Iterator for KvRecords<'a> {
     type Item = KvRecord<'a>;
 
+    #[inline]
     fn next(&mut self) -> Option<KvRecord<'a>> {
         if self.remaining == 0 {
             return None;

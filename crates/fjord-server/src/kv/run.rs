@@ -9,6 +9,14 @@
 //! changes take what their bytes take, and the slots a sixth of that.
 //! The stored hash lets the table grow without reading any key back.
 //!
+//! The table is open addressing with linear probing over the slots alone
+//! (the stored hash is the tag), so the slot a key starts at is known from
+//! its hash: a caller walking many keys prefetches the slots of keys a few
+//! places ahead ([`Run::prefetch_slot`], then [`Run::prefetch`] for the
+//! change), and the misses of a probe and of its change overlap instead of
+//! being waited for one at a time. Keys are never removed (a delete is a
+//! change), so probing needs no tombstones.
+//!
 //! A change that replaces an earlier one of its key marks the earlier one
 //! superseded and leaves its bytes in place until the run is written out:
 //! [`Run::bytes`] counts them, so a run of many updates to a few keys still
@@ -16,11 +24,12 @@
 
 use std::hash::BuildHasher;
 
-use hashbrown::HashTable;
-
 /// Bytes of a chunk of packed changes (a change longer than this gets a
 /// chunk of its own size).
 pub const RUN_CHUNK_BYTES: usize = 1 << 20;
+
+/// Fewest slots of a table that holds any key.
+const SLOTS_MIN: usize = 16;
 
 /// Bytes of a change's header: key length, then value length (both u32 LE).
 const HEADER_BYTES: usize = 8;
@@ -31,9 +40,11 @@ const SUPERSEDED: u32 = 1 << 31;
 /// Value length of a delete.
 const DELETE: u32 = u32::MAX;
 
-/// Where a key's latest change sits: chunk index in the high 32 bits, byte
-/// offset in the low 32.
-#[derive(Clone, Copy)]
+/// A key's hash and where its latest change sits, plus one: chunk index in
+/// the high 32 bits, byte offset in the low 32. `at == 0` is an empty slot,
+/// so a zeroed table is an empty one (and its pages are only faulted in as
+/// slots are used).
+#[derive(Clone, Copy, Default)]
 struct Slot {
     hash: u64,
     at: u64,
@@ -47,7 +58,10 @@ pub type Change<'a> = (&'a [u8], Option<&'a [u8]>);
 /// KV batch format's bound) and a value below 4 GiB.
 #[derive(Default)]
 pub struct Run {
-    slots: HashTable<Slot>,
+    /// A power of two of slots (or none), at most three quarters used.
+    slots: Vec<Slot>,
+    /// Keys with a change.
+    len: usize,
     /// foldhash: cheap on short keys; seeded per run, so clients cannot aim
     /// collisions.
     hasher: foldhash::fast::RandomState,
@@ -61,19 +75,23 @@ impl Run {
     /// large as the one before it).
     pub fn with_capacity(keys: usize) -> Self {
         Self {
-            slots: HashTable::with_capacity(keys),
+            slots: if keys == 0 {
+                Vec::new()
+            } else {
+                vec![Slot::default(); slots_for(keys)]
+            },
             ..Self::default()
         }
     }
 
     /// Keys with a change in the run.
     pub fn len(&self) -> usize {
-        self.slots.len()
+        self.len
     }
 
     /// Whether the run holds no change.
     pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
+        self.len == 0
     }
 
     /// Key and value bytes packed so far, superseded changes included: what
@@ -86,41 +104,66 @@ impl Run {
     /// delete, `None` when the run has none.
     pub fn get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
         let hash = self.hasher.hash_one(key);
-        let chunks = &self.chunks;
-        self.slots
-            .find(hash, |s| s.hash == hash && change_at(chunks, s.at).0 == key)
-            .map(|s| change_at(chunks, s.at).1)
+        self.find(hash, key)
+            .map(|i| change_at(&self.chunks, self.slots[i].at).1)
+    }
+
+    /// Starts loading the slot `key` starts probing at into the CPU's cache,
+    /// without waiting for it. A hint only: it changes nothing.
+    pub fn prefetch_slot(&self, key: &[u8]) {
+        if !self.slots.is_empty() {
+            let hash = self.hasher.hash_one(key);
+            prefetch_read(&self.slots[self.home(hash)]);
+        }
     }
 
     /// Starts loading the latest change of `key` into the CPU's cache
-    /// without waiting for it, so a batch of lookups overlaps its misses on
-    /// the packed changes: prefetch each key of the batch, then [`Run::get`]
-    /// each. A hint only: it changes nothing and reads no key.
+    /// without waiting for it (its slot is read: prefetch that a few keys
+    /// earlier). A hint only: it changes nothing and reads no key.
     pub fn prefetch(&self, key: &[u8]) {
+        if self.slots.is_empty() {
+            return;
+        }
         let hash = self.hasher.hash_one(key);
-        if let Some(slot) = self.slots.find(hash, |s| s.hash == hash) {
-            let chunk = &self.chunks[(slot.at >> 32) as usize];
-            prefetch_read(&chunk[(slot.at & u64::from(u32::MAX)) as usize]);
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(hash);
+        loop {
+            let slot = self.slots[i];
+            if slot.at == 0 {
+                return;
+            }
+            if slot.hash == hash {
+                let at = slot.at - 1;
+                let chunk = &self.chunks[(at >> 32) as usize];
+                prefetch_read(&chunk[(at & u64::from(u32::MAX)) as usize]);
+                return;
+            }
+            i = (i + 1) & mask;
         }
     }
 
     /// Records `value` (`None`: a delete) as the latest change of `key`.
     pub fn insert(&mut self, key: &[u8], value: Option<&[u8]>) {
         let hash = self.hasher.hash_one(key);
-        let at = self.pack(key, value);
-        let chunks = &mut self.chunks;
-        match self
-            .slots
-            .find_mut(hash, |s| s.hash == hash && change_at(chunks, s.at).0 == key)
-        {
-            Some(slot) => {
-                let replaced = std::mem::replace(&mut slot.at, at);
-                mark_superseded(chunks, replaced);
+        if (self.len + 1) * 4 > self.slots.len() * 3 {
+            self.grow();
+        }
+        let at = self.pack(key, value) + 1;
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(hash);
+        loop {
+            let slot = self.slots[i];
+            if slot.at == 0 {
+                self.slots[i] = Slot { hash, at };
+                self.len += 1;
+                return;
             }
-            None => {
-                self.slots
-                    .insert_unique(hash, Slot { hash, at }, |s| s.hash);
+            if slot.hash == hash && change_at(&self.chunks, slot.at).0 == key {
+                self.slots[i].at = at;
+                mark_superseded(&mut self.chunks, slot.at);
+                return;
             }
+            i = (i + 1) & mask;
         }
     }
 
@@ -129,6 +172,45 @@ impl Run {
         self.chunks
             .iter()
             .flat_map(|chunk| Changes { chunk, at: 0 })
+    }
+
+    /// The slot holding `key`, if any.
+    fn find(&self, hash: u64, key: &[u8]) -> Option<usize> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(hash);
+        loop {
+            let slot = self.slots[i];
+            if slot.at == 0 {
+                return None;
+            }
+            if slot.hash == hash && change_at(&self.chunks, slot.at).0 == key {
+                return Some(i);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// The slot a key of `hash` starts probing at.
+    fn home(&self, hash: u64) -> usize {
+        hash as usize & (self.slots.len() - 1)
+    }
+
+    /// Twice the slots (at least [`SLOTS_MIN`]), every key placed again by
+    /// its stored hash.
+    fn grow(&mut self) {
+        let size = (self.slots.len() * 2).max(SLOTS_MIN);
+        let old = std::mem::replace(&mut self.slots, vec![Slot::default(); size]);
+        let mask = size - 1;
+        for slot in old.into_iter().filter(|s| s.at != 0) {
+            let mut i = slot.hash as usize & mask;
+            while self.slots[i].at != 0 {
+                i = (i + 1) & mask;
+            }
+            self.slots[i] = slot;
+        }
     }
 
     /// Appends the change to the last chunk (a new one when it does not fit)
@@ -167,29 +249,39 @@ impl Run {
     }
 }
 
-/// Asks the CPU to bring the cache line of `byte` in (no-op off x86-64).
+/// Slots for `keys` keys at most three quarters full: a power of two.
+fn slots_for(keys: usize) -> usize {
+    (keys.saturating_mul(4) / 3 + 1)
+        .next_power_of_two()
+        .max(SLOTS_MIN)
+}
+
+/// Asks the CPU to bring the cache line of `value` in (no-op off x86-64).
 #[inline]
-fn prefetch_read(byte: &u8) {
+fn prefetch_read<T>(value: &T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: the pointer comes from a live reference, and a prefetch
     // neither faults nor changes memory; it is only a cache hint.
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(byte).cast());
+        _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(value).cast());
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = byte;
+    let _ = value;
 }
 
-/// The change at `at`: its key and value (`None`: a delete).
+/// The change a slot's `at` names: its key and value (`None`: a delete).
 #[inline]
-fn change_at(chunks: &[Vec<u8>], at: u64) -> (&[u8], Option<&[u8]>) {
+fn change_at(chunks: &[Vec<u8>], at: u64) -> Change<'_> {
+    let at = at - 1;
     let chunk = &chunks[(at >> 32) as usize];
     let (key, value, _, _) = parse(chunk, (at & u64::from(u32::MAX)) as usize);
     (key, value)
 }
 
+/// Marks the change a slot's `at` named as replaced.
 fn mark_superseded(chunks: &mut [Vec<u8>], at: u64) {
+    let at = at - 1;
     let chunk = &mut chunks[(at >> 32) as usize];
     let offset = (at & u64::from(u32::MAX)) as usize;
     let key_len = u32::from_le_bytes(chunk[offset..offset + 4].try_into().expect("4 bytes"));
@@ -283,6 +375,25 @@ mod tests {
         assert_eq!(run.get(b"small"), Some(Some(&b"x"[..])));
         assert_eq!(run.get(b"after"), Some(Some(&b"y"[..])));
         assert_eq!(run.iter().count(), 3);
+    }
+
+    /// The table stays at most three quarters full (so a probe for an absent
+    /// key ends at an empty slot) and counts its keys, through every growth.
+    #[test]
+    fn absent_keys_read_absent_at_every_fill() {
+        let mut run = Run::with_capacity(0);
+        for k in 0..300u64 {
+            run.insert(&k.to_le_bytes(), Some(b"v"));
+            assert_eq!(run.len(), k as usize + 1);
+            assert!(
+                run.len() * 4 <= run.slots.len() * 3,
+                "{} keys in {} slots",
+                run.len(),
+                run.slots.len()
+            );
+            assert_eq!(run.get(b"absent"), None);
+            assert_eq!(run.get(&k.to_le_bytes()), Some(Some(&b"v"[..])));
+        }
     }
 
     #[test]

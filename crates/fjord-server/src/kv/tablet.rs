@@ -427,8 +427,12 @@ impl RowCacheBudget {
 }
 
 /// Keys of a lookup batch whose committed changes are prefetched together
-/// before any is read ([`Run::prefetch`]).
+/// before any is read ([`Run::prefetch_slot`], then [`Run::prefetch`]).
 const LOOKUP_PREFETCH_KEYS: usize = 16;
+
+/// How many records ahead a put or a flush prefetches the committed run's
+/// slot (twice this) and change (this) of a key.
+const PUT_PREFETCH_DISTANCE: usize = 8;
 
 /// Default `kv.row-cache-size`: while a bucket's rows fit the shared budget
 /// they are all kept in memory besides the store, so a merge or lookup
@@ -736,8 +740,11 @@ impl KvTablet {
         let mut arena = BytesMut::new();
         let mut values = Vec::with_capacity(keys.len());
         for group in keys.chunks(LOOKUP_PREFETCH_KEYS) {
-            // A miss on each key's packed change would otherwise be waited
-            // for one at a time.
+            // The misses on each key's slot, then on its packed change,
+            // would otherwise be waited for one at a time.
+            for key in group {
+                committed.active.prefetch_slot(key);
+            }
             for key in group {
                 committed.active.prefetch(key);
             }
@@ -1103,7 +1110,33 @@ impl KvTablet {
                 m.needs_old_value_for_delete(),
             )
         };
+        // Read for the whole batch: `flush`, the one writer of the layer
+        // besides a spill, waits for the write lock held here anyway.
+        let committed = read(&self.committed);
+        // The committed run's slot of the key 2 × PUT_PREFETCH_DISTANCE
+        // records ahead, and the change of the key PUT_PREFETCH_DISTANCE
+        // ahead, are loaded while this record is merged (a run at hundreds
+        // of thousands of keys misses the cache on both).
+        let prefetching = old_for_upsert || old_for_delete;
+        let mut far = batch.records().skip(2 * PUT_PREFETCH_DISTANCE);
+        let mut near = batch.records().skip(PUT_PREFETCH_DISTANCE);
+        if prefetching {
+            for record in batch.records().take(2 * PUT_PREFETCH_DISTANCE) {
+                committed.active.prefetch_slot(record.key);
+            }
+            for record in batch.records().take(PUT_PREFETCH_DISTANCE) {
+                committed.active.prefetch(record.key);
+            }
+        }
         for (index, record) in batch.records().enumerate() {
+            if prefetching {
+                if let Some(ahead) = far.next() {
+                    committed.active.prefetch_slot(ahead.key);
+                }
+                if let Some(ahead) = near.next() {
+                    committed.active.prefetch(ahead.key);
+                }
+            }
             table.key_check.validate_key(record.key).map_err(|e| {
                 corrupt_record(
                     bucket,
@@ -1117,7 +1150,7 @@ impl KvTablet {
             // Hashed once for the buffer: the read below and the staging.
             let hash = st.pending.hash(record.key);
             let old = if needs_old {
-                self.old_value(&st.pending, &st.staged, hash, record.key)?
+                self.old_value(&committed, &st.pending, &st.staged, hash, record.key)?
             } else {
                 None
             };
@@ -1270,6 +1303,7 @@ impl KvTablet {
     /// else the committed one.
     fn old_value(
         &self,
+        committed: &Committed,
         pending: &Pending,
         staged: &[(KvKey, Option<KvRow>)],
         hash: u64,
@@ -1282,7 +1316,7 @@ impl KvTablet {
         if let Some(slot) = changes.find(&pending.latest, hash, key) {
             return Ok(changes.get(slot).1.clone().map(OldValue::Buffered));
         }
-        if let Some(value) = read(&self.committed).get(key) {
+        if let Some(value) = committed.get(key) {
             return Ok(value.map(OldValue::Buffered));
         }
         self.store
@@ -1336,8 +1370,21 @@ impl KvTablet {
                 }
             }
             for batch in batches.drain(..ready) {
-                for (key, value) in &batch.changes {
-                    committed.insert(key, value.as_deref());
+                let changes = &batch.changes;
+                let run = &mut committed.active;
+                for (key, _) in changes.iter().take(2 * PUT_PREFETCH_DISTANCE) {
+                    run.prefetch_slot(key);
+                }
+                for (i, (key, value)) in changes.iter().enumerate() {
+                    // As in `merge_records`: the slot two strides ahead,
+                    // the change (an update's) one stride ahead.
+                    if let Some((ahead, _)) = changes.get(i + 2 * PUT_PREFETCH_DISTANCE) {
+                        run.prefetch_slot(ahead);
+                    }
+                    if let Some((ahead, _)) = changes.get(i + PUT_PREFETCH_DISTANCE) {
+                        run.prefetch(ahead);
+                    }
+                    run.insert(key, value.as_deref());
                 }
                 *bytes -= batch.bytes;
                 committed.state = AppliedState {
