@@ -18,9 +18,11 @@
 //! change), so probing needs no tombstones.
 //!
 //! A change that replaces an earlier one of its key marks the earlier one
-//! superseded and leaves its bytes in place until the run is written out:
-//! [`Run::bytes`] counts them, so a run of many updates to a few keys still
-//! reaches the write buffer's size and is written out.
+//! superseded and leaves its bytes in place until the run is written out.
+//! [`Run::reaches`] weighs a run against the write buffer by its live
+//! changes (as a map of each key's latest change would), and by all it
+//! packed against twice that, so a run of many updates to a few keys is
+//! still written out once its superseded bytes pile up.
 
 use std::hash::BuildHasher;
 
@@ -40,15 +42,14 @@ const SUPERSEDED: u32 = 1 << 31;
 /// Value length of a delete.
 const DELETE: u32 = u32::MAX;
 
-/// A key's hash and where its latest change sits, plus one: chunk index in
-/// the high 32 bits, byte offset in the low 32. `at == 0` is an empty slot,
-/// so a zeroed table is an empty one (and its pages are only faulted in as
-/// slots are used).
-#[derive(Clone, Copy, Default)]
-struct Slot {
-    hash: u64,
-    at: u64,
-}
+/// A slot: `[HASH]` is the key's hash, `[AT]` where its latest change
+/// sits, plus one (chunk index in the high 32 bits, byte offset in the low
+/// 32). `[AT] == 0` is an empty slot, so a zeroed table is an empty one: a
+/// table of plain integers is allocated zeroed by the allocator (fresh
+/// pages, faulted in only as slots are used), not written slot by slot.
+type Slot = [u64; 2];
+const HASH: usize = 0;
+const AT: usize = 1;
 
 /// A change as a run hands it out: key, then value (`None`: a delete).
 pub type Change<'a> = (&'a [u8], Option<&'a [u8]>);
@@ -68,6 +69,8 @@ pub struct Run {
     chunks: Vec<Vec<u8>>,
     /// Key and value bytes of every change packed, superseded ones too.
     bytes: usize,
+    /// Key and value bytes of each key's latest change.
+    live_bytes: usize,
 }
 
 impl Run {
@@ -78,7 +81,7 @@ impl Run {
             slots: if keys == 0 {
                 Vec::new()
             } else {
-                vec![Slot::default(); slots_for(keys)]
+                vec![[0; 2]; slots_for(keys)]
             },
             ..Self::default()
         }
@@ -94,10 +97,16 @@ impl Run {
         self.len == 0
     }
 
-    /// Key and value bytes packed so far, superseded changes included: what
-    /// the run holds against the write buffer.
-    pub fn bytes(&self) -> usize {
-        self.bytes
+    /// Key and value bytes of each key's latest change.
+    pub fn live_bytes(&self) -> usize {
+        self.live_bytes
+    }
+
+    /// Whether the run is due to be written out under a write buffer of
+    /// `write_buffer_bytes`: its live changes reach it, or every change
+    /// packed (superseded ones included) reaches twice it.
+    pub fn reaches(&self, write_buffer_bytes: usize) -> bool {
+        self.live_bytes >= write_buffer_bytes || self.bytes >= write_buffer_bytes.saturating_mul(2)
     }
 
     /// The latest change of `key`: `Some(Some(value))`, `Some(None)` for a
@@ -105,13 +114,13 @@ impl Run {
     pub fn get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
         let hash = self.hasher.hash_one(key);
         self.find(hash, key)
-            .map(|i| change_at(&self.chunks, self.slots[i].at).1)
+            .map(|i| change_at(&self.chunks, self.slots[i][AT]).1)
     }
 
     /// Starts loading the slot `key` starts probing at into the CPU's cache,
     /// without waiting for it. A hint only: it changes nothing.
     pub fn prefetch_slot(&self, key: &[u8]) {
-        if !self.slots.is_empty() {
+        if self.len != 0 {
             let hash = self.hasher.hash_one(key);
             prefetch_read(&self.slots[self.home(hash)]);
         }
@@ -121,7 +130,9 @@ impl Run {
     /// without waiting for it (its slot is read: prefetch that a few keys
     /// earlier). A hint only: it changes nothing and reads no key.
     pub fn prefetch(&self, key: &[u8]) {
-        if self.slots.is_empty() {
+        // Empty: also a table sized for the run before, which would cost a
+        // miss on its slots to learn nothing.
+        if self.len == 0 {
             return;
         }
         let hash = self.hasher.hash_one(key);
@@ -129,11 +140,11 @@ impl Run {
         let mut i = self.home(hash);
         loop {
             let slot = self.slots[i];
-            if slot.at == 0 {
+            if slot[AT] == 0 {
                 return;
             }
-            if slot.hash == hash {
-                let at = slot.at - 1;
+            if slot[HASH] == hash {
+                let at = slot[AT] - 1;
                 let chunk = &self.chunks[(at >> 32) as usize];
                 prefetch_read(&chunk[(at & u64::from(u32::MAX)) as usize]);
                 return;
@@ -153,15 +164,21 @@ impl Run {
         let mut i = self.home(hash);
         loop {
             let slot = self.slots[i];
-            if slot.at == 0 {
-                self.slots[i] = Slot { hash, at };
+            if slot[AT] == 0 {
+                self.slots[i] = [hash, at];
                 self.len += 1;
+                self.live_bytes += key.len() + value.map_or(0, <[u8]>::len);
                 return;
             }
-            if slot.hash == hash && change_at(&self.chunks, slot.at).0 == key {
-                self.slots[i].at = at;
-                mark_superseded(&mut self.chunks, slot.at);
-                return;
+            if slot[HASH] == hash {
+                let (old_key, old_value) = change_at(&self.chunks, slot[AT]);
+                if old_key == key {
+                    self.live_bytes = self.live_bytes + value.map_or(0, <[u8]>::len)
+                        - old_value.map_or(0, <[u8]>::len);
+                    self.slots[i][AT] = at;
+                    mark_superseded(&mut self.chunks, slot[AT]);
+                    return;
+                }
             }
             i = (i + 1) & mask;
         }
@@ -176,17 +193,19 @@ impl Run {
 
     /// The slot holding `key`, if any.
     fn find(&self, hash: u64, key: &[u8]) -> Option<usize> {
-        if self.slots.is_empty() {
+        // Empty: also a table sized for the run before, which would cost a
+        // miss on its slots to learn nothing.
+        if self.len == 0 {
             return None;
         }
         let mask = self.slots.len() - 1;
         let mut i = self.home(hash);
         loop {
             let slot = self.slots[i];
-            if slot.at == 0 {
+            if slot[AT] == 0 {
                 return None;
             }
-            if slot.hash == hash && change_at(&self.chunks, slot.at).0 == key {
+            if slot[HASH] == hash && change_at(&self.chunks, slot[AT]).0 == key {
                 return Some(i);
             }
             i = (i + 1) & mask;
@@ -202,11 +221,11 @@ impl Run {
     /// its stored hash.
     fn grow(&mut self) {
         let size = (self.slots.len() * 2).max(SLOTS_MIN);
-        let old = std::mem::replace(&mut self.slots, vec![Slot::default(); size]);
+        let old = std::mem::replace(&mut self.slots, vec![[0; 2]; size]);
         let mask = size - 1;
-        for slot in old.into_iter().filter(|s| s.at != 0) {
-            let mut i = slot.hash as usize & mask;
-            while self.slots[i].at != 0 {
+        for slot in old.into_iter().filter(|s| s[AT] != 0) {
+            let mut i = slot[HASH] as usize & mask;
+            while self.slots[i][AT] != 0 {
                 i = (i + 1) & mask;
             }
             self.slots[i] = slot;
@@ -361,7 +380,13 @@ mod tests {
                 (&b"c"[..], Some(&b""[..]))
             ]
         );
-        assert_eq!(run.bytes(), 1 + 1 + 1 + 1 + 2 + 1, "superseded bytes count");
+        assert_eq!(run.live_bytes(), 1 + 2 + 1 + 1);
+        assert!(run.reaches(5) && !run.reaches(6), "by live bytes");
+        run.insert(b"a", Some(b"1"));
+        run.insert(b"a", Some(b"22"));
+        assert_eq!(run.live_bytes(), 5);
+        assert!(run.reaches(6), "12 bytes packed reach twice 6");
+        assert!(!run.reaches(7));
     }
 
     #[test]

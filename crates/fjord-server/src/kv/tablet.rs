@@ -84,7 +84,7 @@ pub const PENDING_BYTES_MAX: usize = 256 << 20;
 pub const L0_TABLES_MAX: usize = 40;
 
 /// Default most bytes of keys and values a bucket keeps in its committed
-/// layer (changes a later change replaced included, [`Run::bytes`]) before
+/// layer (as [`Run::reaches`] weighs them) before
 /// writing them to the KV store as one sorted run
 /// (`kv.write-buffer-size`): large runs keep the store's first level
 /// small; the bound is the memory a bucket holds and the changelog a
@@ -785,7 +785,7 @@ impl KvTablet {
         // store first, a small one is scanned.
         let overlay: Vec<(KvKey, Option<KvRow>)> = {
             let mut store_state = lock(&self.flush);
-            if read(&self.committed).active.bytes() > ORDERED_READ_SCAN_BYTES_MAX {
+            if read(&self.committed).active.live_bytes() > ORDERED_READ_SCAN_BYTES_MAX {
                 self.spill_locked(&mut store_state)?;
             }
             let committed = read(&self.committed);
@@ -1392,7 +1392,7 @@ impl KvTablet {
                     row_count: committed.state.row_count + batch.row_delta,
                 };
             }
-            committed.active.bytes() >= self.write_buffer_bytes
+            committed.active.reaches(self.write_buffer_bytes)
         };
         if full {
             self.spill_locked(&mut store_state)?;
@@ -1574,7 +1574,7 @@ impl KvTablet {
                 let full = {
                     let mut committed = write(&self.committed);
                     committed.state = state;
-                    committed.active.bytes() >= self.write_buffer_bytes
+                    committed.active.reaches(self.write_buffer_bytes)
                 };
                 if full {
                     self.spill_locked(&mut store_state)?;
