@@ -14,8 +14,9 @@
 # Environment: ROUNDS (5), ROWS (5000000, user_behavior), LONG_ROWS
 # (50000000, the one-BIGINT schema), SCAN (1: also time the scanners),
 # PARTS (1: also the issue-5 pair, `--partitioned` against `--day-column`,
-# rows, NONE and ZSTD), DATA_DIR (the server's data directory; default a temp dir on
-# the disk — /dev/shm/... takes the disk out of the end-to-end figures),
+# rows, NONE and ZSTD), DATA_DIR (the directory in which the server's
+# fresh data directory is made, and removed at exit; default the run's temp
+# dir on the disk — /dev/shm takes the disk out of the end-to-end figures),
 # CARGO_TARGET_DIR (target), OUT (the JSON lines; default a temp file).
 # Builds release once; the server is `fjord server` on a temp data dir, a
 # separate process, so no client figure includes its CPU.
@@ -30,7 +31,7 @@ PARTS=${PARTS:-1}
 TARGET=${CARGO_TARGET_DIR:-target}
 WORK=$(mktemp -d -t fjord-bench-client.XXXXXX)
 OUT=${OUT:-$WORK/results.jsonl}
-DATA_DIR=${DATA_DIR:-$WORK/data}
+DATA_DIR=$(mktemp -d "${DATA_DIR:-$WORK}/fjord-bench-data.XXXXXX")
 
 cargo build --release -p fjord --bin fjord --example fluss_rs_bench
 # Copies, so a rebuild by someone else mid-run cannot change what is measured.

@@ -12,8 +12,9 @@
 #
 # Environment: ROUNDS (5), KEYS (1600000; 2 M writes at 20 % updates),
 # IN_FLIGHT (256 lookups outstanding, both clients), COMPRESSION (none; the
-# changelog's Arrow compression: none, lz4, zstd), DATA_DIR (the server's
-# data directory; default a temp dir on the disk), CARGO_TARGET_DIR,
+# changelog's Arrow compression: none, lz4, zstd), DATA_DIR (the directory
+# in which the server's fresh data directory is made, and removed at exit;
+# default the run's temp dir), CARGO_TARGET_DIR,
 # OUT (the JSON lines; default a temp file), FJORD and FLUSS_RS_KV_BENCH
 # (prebuilt binaries: both given, the build is skipped).
 #
@@ -32,7 +33,7 @@ COMPRESSION=${COMPRESSION:-none}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/tmp/fjord-target}
 WORK=$(mktemp -d -t fjord-bench-kv-client.XXXXXX)
 OUT=${OUT:-$WORK/results.jsonl}
-DATA_DIR=${DATA_DIR:-$WORK/data}
+DATA_DIR=$(mktemp -d "${DATA_DIR:-$WORK}/fjord-bench-data.XXXXXX")
 
 case $COMPRESSION in
     none) FLUSS_COMPRESSION=NONE ;;

@@ -5,7 +5,10 @@
 #   start_bench_server FJORD DATA_DIR LOG [EXTRA_CLEANUP_PATH...]
 #
 # Sets ADDR (host:port) and SERVER_PID; fails the script, with the server's
-# log, when the server exits or is not ready within a minute.
+# log, when the server exits or is not ready within a minute. DATA_DIR must
+# not exist yet or be empty: it is deleted at exit, so a directory holding
+# anything (a user's DATA_DIR=/var/tmp once took the build cache with it)
+# is refused.
 
 SERVER_PID=
 BENCH_SERVER_CLEANUP=()
@@ -21,6 +24,11 @@ stop_bench_server() {
 start_bench_server() {
     local fjord=$1 data_dir=$2 log=$3
     shift 3
+    if [[ -e $data_dir ]] && [[ ! -d $data_dir || -n $(ls -A "$data_dir") ]]; then
+        echo "refusing $data_dir as the server's data directory: it exists and is" \
+            "not empty, and the benchmark deletes its data directory at exit" >&2
+        exit 2
+    fi
     BENCH_SERVER_CLEANUP=("$data_dir" "$@")
     trap stop_bench_server EXIT
     RUST_LOG=${RUST_LOG:-warn,fjord=info} "$fjord" server --listen 127.0.0.1:0 \
