@@ -15,6 +15,7 @@
 # changelog's Arrow compression: none, lz4, zstd), DATA_DIR (the directory
 # in which the server's fresh data directory is made, and removed at exit;
 # default the run's temp dir), CARGO_TARGET_DIR,
+# RUNTIME_THREADS (both clients' tokio workers; 0: one per core),
 # OUT (the JSON lines; default a temp file), FJORD and FLUSS_RS_KV_BENCH
 # (prebuilt binaries: both given, the build is skipped).
 #
@@ -29,6 +30,7 @@ cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-5}
 KEYS=${KEYS:-1600000}
 IN_FLIGHT=${IN_FLIGHT:-256}
+RUNTIME_THREADS=${RUNTIME_THREADS:-0}
 COMPRESSION=${COMPRESSION:-none}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/tmp/fjord-target}
 WORK=$(mktemp -d -t fjord-bench-kv-client.XXXXXX)
@@ -62,7 +64,8 @@ run() {
     echo "+ $* (load $(cut -d' ' -f1 /proc/loadavg))" >&2
     "$@" | grep '^{' | tee -a "$OUT"
 }
-common=(--bootstrap "$ADDR" --server-pid "$SERVER_PID" --keys "$KEYS")
+common=(--bootstrap "$ADDR" --server-pid "$SERVER_PID" --keys "$KEYS"
+    --runtime-threads "$RUNTIME_THREADS")
 native() {
     run "$FJORD" bench upsert "${common[@]}" --compression "$COMPRESSION"
     run "$FJORD" bench lookup "${common[@]}" --compression "$COMPRESSION" \

@@ -124,6 +124,10 @@ struct Args {
     /// `fjord bench upsert` defaults to.
     #[arg(long)]
     compression: Option<String>,
+    /// Worker threads of the client's runtime (0: one per core, tokio's
+    /// default), as `fjord bench upsert|lookup --runtime-threads`.
+    #[arg(long, default_value_t = 0)]
+    runtime_threads: usize,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -134,8 +138,11 @@ fn main() -> anyhow::Result<()> {
     if args.buckets <= 0 || args.batch_size <= 0 || args.in_flight == 0 {
         bail!("--buckets, --batch-size and --in-flight must be positive");
     }
-    let runtime = tokio::runtime::Runtime::new()?;
-    runtime.block_on(run(&args))
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if args.runtime_threads > 0 {
+        runtime.worker_threads(args.runtime_threads);
+    }
+    runtime.enable_all().build()?.block_on(run(&args))
 }
 
 async fn run(args: &Args) -> anyhow::Result<()> {

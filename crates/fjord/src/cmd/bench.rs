@@ -117,6 +117,10 @@ struct KvWorkloadArgs {
     /// With `--bootstrap`: the server's pid, for its CPU per record.
     #[arg(long)]
     server_pid: Option<u32>,
+    /// Worker threads of the client's runtime (0: one per core, tokio's
+    /// default); `examples/fluss_rs_kv_bench.rs` takes the same option.
+    #[arg(long, default_value_t = 0)]
+    runtime_threads: usize,
 }
 
 #[derive(clap::Args)]
@@ -269,10 +273,19 @@ where
         (None, None) => unreachable!("a child server is started without --bootstrap"),
     };
     let run = kv_run(workload, server, bootstrap, child.as_ref().map(|c| c.pid()))?;
-    let runtime = tokio::runtime::Runtime::new()?;
+    let runtime = bench_runtime(workload.runtime_threads)?;
     let line = runtime.block_on(bench(run))?;
     println!("{line}");
     Ok(())
+}
+
+/// A multi-threaded runtime of `threads` workers (0: one per core).
+fn bench_runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if threads > 0 {
+        builder.worker_threads(threads);
+    }
+    builder.enable_all().build()
 }
 
 /// Runs `fjord bench`.
