@@ -100,6 +100,11 @@ impl Run {
         self.live_bytes
     }
 
+    /// Key and value bytes of every change packed, superseded ones too.
+    pub fn packed_bytes(&self) -> usize {
+        self.bytes
+    }
+
     /// Whether the run is due to be written out under a write buffer of
     /// `write_buffer_bytes`: its live changes reach it, or every change
     /// packed (superseded ones included) reaches twice it.
@@ -151,8 +156,10 @@ impl Run {
         }
     }
 
-    /// Records `value` (`None`: a delete) as the latest change of `key`.
-    pub fn insert(&mut self, key: &[u8], value: Option<&[u8]>) {
+    /// Records `value` (`None`: a delete) as the latest change of `key`;
+    /// returns the length of the change it replaced: `Some(Some(len))` a
+    /// value, `Some(None)` a delete, `None` when the key had none.
+    pub fn insert(&mut self, key: &[u8], value: Option<&[u8]>) -> Option<Option<usize>> {
         let hash = self.hasher.hash_one(key);
         if (self.len + 1) * 4 > self.slots.len() * 3 {
             self.grow();
@@ -166,16 +173,17 @@ impl Run {
                 self.slots[i] = [hash, at];
                 self.len += 1;
                 self.live_bytes += key.len() + value.map_or(0, <[u8]>::len);
-                return;
+                return None;
             }
             if slot[HASH] == hash {
                 let (old_key, old_value) = change_at(&self.chunks, slot[AT]);
                 if old_key == key {
-                    self.live_bytes = self.live_bytes + value.map_or(0, <[u8]>::len)
-                        - old_value.map_or(0, <[u8]>::len);
+                    let old_len = old_value.map(<[u8]>::len);
+                    self.live_bytes =
+                        self.live_bytes + value.map_or(0, <[u8]>::len) - old_len.unwrap_or(0);
                     self.slots[i][AT] = at;
                     mark_superseded(&mut self.chunks, slot[AT]);
-                    return;
+                    return Some(old_len);
                 }
             }
             i = (i + 1) & mask;
@@ -454,7 +462,8 @@ mod tests {
 
     proptest! {
         /// Against a map: every key reads its last change, the iteration
-        /// yields each key once with that change.
+        /// yields each key once with that change, an insert answers the
+        /// length of the change it replaced, and the byte counts add up.
         #[test]
         fn a_run_holds_each_keys_latest_change(
             changes in proptest::collection::vec(
@@ -466,10 +475,18 @@ mod tests {
             let mut model: HashMap<Vec<u8>, Option<Vec<u8>>> = HashMap::new();
             for (k, v) in &changes {
                 let key = vec![*k; usize::from(*k % 5) + 1];
-                run.insert(&key, v.as_deref());
-                model.insert(key, v.clone());
+                let replaced = run.insert(&key, v.as_deref());
+                let expected = model.insert(key, v.clone()).map(|old| old.map(|o| o.len()));
+                prop_assert_eq!(replaced, expected);
             }
             prop_assert_eq!(run.len(), model.len());
+            let size = |(k, v): (&Vec<u8>, &Option<Vec<u8>>)| k.len() + v.as_ref().map_or(0, Vec::len);
+            prop_assert_eq!(run.live_bytes(), model.iter().map(size).sum::<usize>());
+            let packed: usize = changes
+                .iter()
+                .map(|(k, v)| usize::from(*k % 5) + 1 + v.as_ref().map_or(0, Vec::len))
+                .sum();
+            prop_assert_eq!(run.packed_bytes(), packed);
             for (k, v) in &model {
                 prop_assert_eq!(run.get(k), Some(v.as_deref()));
             }

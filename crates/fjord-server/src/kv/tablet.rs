@@ -43,7 +43,7 @@
 //! cache. Ordered reads (prefix lookups, scans) write a large committed
 //! layer out first, and scan a small one.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -381,11 +381,6 @@ impl Drop for KvTablet {
     }
 }
 
-/// A map by encoded key. foldhash: several times cheaper than the default
-/// SipHash on short keys, which every record pays three or four times;
-/// seeded per map, so clients cannot aim collisions.
-type KeyMap<V> = HashMap<KvKey, V, foldhash::fast::RandomState>;
-
 /// The server-wide budget of rows the KV tablets keep in memory besides
 /// their stores (`kv.row-cache-size`), shared by every tablet.
 #[derive(Debug)]
@@ -434,6 +429,12 @@ const LOOKUP_PREFETCH_KEYS: usize = 16;
 /// slot (twice this) and change (this) of a key.
 const PUT_PREFETCH_DISTANCE: usize = 8;
 
+/// Bytes of superseded rows and deletes the row cache may hold beyond its
+/// rows' own before it is packed again: at most about twice its counted
+/// bytes (and a 16-byte slot a key) in memory, and a cache that only
+/// grows (inserts of new keys) is never copied.
+const CLEAN_SLACK_BYTES: usize = 1 << 20;
+
 /// Default `kv.row-cache-size`: while a bucket's rows fit the shared budget
 /// they are all kept in memory besides the store, so a merge or lookup
 /// reads a hash map and a key it lacks is known absent without reading the
@@ -450,9 +451,15 @@ struct Committed {
     /// The run being written, and the state it stands for.
     frozen: Option<(Arc<Run>, AppliedState)>,
     /// Rows of the store kept in memory (copies: no request buffer is held),
-    /// no deletes.
-    clean: KeyMap<KvRow>,
-    /// Bytes of `clean`, taken from the [`RowCacheBudget`].
+    /// packed as a run's changes are: a delete is a change that reads as
+    /// absent. A map of a key and a row copy each (two allocations and a
+    /// rehash reading every key back as it doubled) was two fifths of the
+    /// server's CPU writing 5 M new keys (`scripts/bench-cdc-fluss.sh`).
+    clean: Run,
+    /// Key and value bytes of the rows `clean` holds, taken from the
+    /// [`RowCacheBudget`]. Superseded rows and deletes packed in it are
+    /// not counted; [`Committed::absorb`] packs it again before they
+    /// outweigh the rows ([`CLEAN_SLACK_BYTES`]).
     clean_bytes: usize,
     /// Whether `clean` holds every row of the store, so a key it lacks is
     /// absent. Lost for good when the tablet's rows outgrow the budget.
@@ -478,9 +485,21 @@ impl Committed {
             return Some(v);
         }
         if let Some(v) = self.clean.get(key) {
-            return Some(Some(v.as_slice()));
+            return Some(v);
         }
         self.complete.then_some(None)
+    }
+
+    /// [`Run::prefetch_slot`] of `key` in the active run and the cache.
+    fn prefetch_slot(&self, key: &[u8]) {
+        self.active.prefetch_slot(key);
+        self.clean.prefetch_slot(key);
+    }
+
+    /// [`Run::prefetch`] of `key` in the active run and the cache.
+    fn prefetch(&self, key: &[u8]) {
+        self.active.prefetch(key);
+        self.clean.prefetch(key);
     }
 
     /// Brings `clean` up to date with `run`, now in the store. Past the
@@ -494,17 +513,19 @@ impl Committed {
         let mut shrunk = 0usize;
         // A row counts its key and value: an update frees the old value
         // and its key and takes them again with the new value.
+        let mut ahead = run.iter();
+        for (key, _) in ahead.by_ref().take(PUT_PREFETCH_DISTANCE) {
+            self.clean.prefetch_slot(key);
+        }
         for (key, value) in run.iter() {
-            let old = match value {
-                Some(v) => {
-                    grown += key.len() + v.len();
-                    self.clean
-                        .insert(KvKey::copy_from_slice(key), KvRow::copy_from_slice(v))
-                }
-                None => self.clean.remove(key),
-            };
-            if let Some(old) = old {
-                shrunk += key.len() + old.len();
+            if let Some((next, _)) = ahead.next() {
+                self.clean.prefetch_slot(next);
+            }
+            if let Some(v) = value {
+                grown += key.len() + v.len();
+            }
+            if let Some(Some(old)) = self.clean.insert(key, value) {
+                shrunk += key.len() + old;
             }
         }
         if grown >= shrunk {
@@ -519,7 +540,7 @@ impl Committed {
                     "the bucket's rows outgrow the row cache (kv.row-cache-size); reading them from the KV store from now on"
                 );
                 budget.give_back(self.clean_bytes);
-                self.clean = KeyMap::default();
+                self.clean = Run::default();
                 self.clean_bytes = 0;
                 self.complete = false;
             }
@@ -528,12 +549,27 @@ impl Committed {
             budget.give_back(less);
             self.clean_bytes -= less;
         }
+        if self.clean.packed_bytes() > self.clean_bytes.saturating_mul(2) + CLEAN_SLACK_BYTES {
+            self.clean = packed_again(&self.clean);
+        }
     }
 
     /// Adds one change to the active run.
     fn insert(&mut self, key: &[u8], value: Option<&[u8]>) {
         self.active.insert(key, value);
     }
+}
+
+/// The rows of `clean` packed into a new run, without the superseded rows
+/// and the deletes.
+fn packed_again(clean: &Run) -> Run {
+    let mut packed = Run::with_capacity(clean.len());
+    for (key, value) in clean.iter() {
+        if let Some(value) = value {
+            packed.insert(key, Some(value));
+        }
+    }
+    packed
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -699,9 +735,7 @@ impl KvTablet {
                     return false;
                 }
                 bytes += size;
-                committed
-                    .clean
-                    .insert(KvKey::copy_from_slice(key), KvRow::copy_from_slice(value));
+                committed.clean.insert(key, Some(value));
                 true
             })
             .map_err(|e| storage_error(self.bucket, e))?;
@@ -710,7 +744,7 @@ impl KvTablet {
             committed.complete = true;
         } else {
             self.row_cache.give_back(bytes);
-            committed.clean = KeyMap::default();
+            committed.clean = Run::default();
         }
         Ok(())
     }
@@ -743,10 +777,10 @@ impl KvTablet {
             // The misses on each key's slot, then on its packed change,
             // would otherwise be waited for one at a time.
             for key in group {
-                committed.active.prefetch_slot(key);
+                committed.prefetch_slot(key);
             }
             for key in group {
-                committed.active.prefetch(key);
+                committed.prefetch(key);
             }
             for key in group {
                 let value = committed.get_ref(key)?.map(|v| {
@@ -1122,19 +1156,19 @@ impl KvTablet {
         let mut near = batch.records().skip(PUT_PREFETCH_DISTANCE);
         if prefetching {
             for record in batch.records().take(2 * PUT_PREFETCH_DISTANCE) {
-                committed.active.prefetch_slot(record.key);
+                committed.prefetch_slot(record.key);
             }
             for record in batch.records().take(PUT_PREFETCH_DISTANCE) {
-                committed.active.prefetch(record.key);
+                committed.prefetch(record.key);
             }
         }
         for (index, record) in batch.records().enumerate() {
             if prefetching {
                 if let Some(ahead) = far.next() {
-                    committed.active.prefetch_slot(ahead.key);
+                    committed.prefetch_slot(ahead.key);
                 }
                 if let Some(ahead) = near.next() {
-                    committed.active.prefetch(ahead.key);
+                    committed.prefetch(ahead.key);
                 }
             }
             table.key_check.validate_key(record.key).map_err(|e| {
@@ -1737,8 +1771,57 @@ fn merger_index(
 
 #[cfg(test)]
 mod tests {
-    use super::key_prefix;
+    use super::{key_prefix, Committed, RowCacheBudget, Run, TableBucket, CLEAN_SLACK_BYTES};
     use proptest::prelude::*;
+
+    /// Updates and deletes leave superseded rows in the packed cache; it is
+    /// packed again before they pass its rows' bytes plus the slack, and
+    /// through it all every key reads its latest row, deleted keys read as
+    /// absent, and the budget holds exactly the live rows' bytes.
+    #[test]
+    fn the_row_cache_packs_itself_again_before_superseded_rows_outweigh_its_rows() {
+        let budget = RowCacheBudget::new(64 << 20);
+        let bucket = TableBucket {
+            table_id: 1,
+            partition_id: None,
+            bucket_id: 0,
+        };
+        let mut committed = Committed {
+            complete: true,
+            ..Committed::default()
+        };
+        let keys = 100u32;
+        let mut packed_at_most = 0;
+        for round in 0..40u8 {
+            let mut run = Run::default();
+            for k in 0..keys {
+                // Every tenth key is deleted in odd rounds.
+                let value = (k % 10 != 0 || round % 2 == 0).then(|| vec![round; 1000]);
+                run.insert(&k.to_be_bytes(), value.as_deref());
+            }
+            committed.absorb(&run, &budget, bucket);
+            packed_at_most = packed_at_most.max(committed.clean.packed_bytes());
+            let live: usize = (0..keys)
+                .filter(|k| k % 10 != 0 || round % 2 == 0)
+                .map(|_| 4 + 1000)
+                .sum();
+            assert_eq!(committed.clean_bytes, live, "round {round}");
+            assert_eq!(budget.used(), live, "round {round}");
+            for k in 0..keys {
+                let expected = (k % 10 != 0 || round % 2 == 0).then(|| vec![round; 1000]);
+                assert_eq!(
+                    committed.get_ref(&k.to_be_bytes()),
+                    Some(expected.as_deref()),
+                    "key {k}, round {round}"
+                );
+            }
+        }
+        // 40 rounds of ~100 KB of rows: 4 MB packed if never packed again.
+        assert!(
+            packed_at_most <= 2 * 100 * 1004 + CLEAN_SLACK_BYTES,
+            "the cache held {packed_at_most} bytes for ~100 KB of rows"
+        );
+    }
 
     proptest! {
         /// Where two keys' prefixes differ, they order the keys as their
