@@ -8,10 +8,12 @@
 //! outstanding at that server (queued or in flight) that spreads them
 //! over the [`REQUESTS_PER_SERVER_MAX`] request slots ([`request_target`]),
 //! at most a full request; or at once when the server has nothing out.
-//! So 256 callers keep four requests of 64 keys in flight rather than two
-//! of 128: the client answers one while the server works on the next
-//! (measured: 15-35 % more lookups/s and less client CPU per lookup,
-//! docs/bench-notes/kv.md), and a few callers still share requests.
+//! So 256 callers keep two requests of 128 keys in flight: the client
+//! answers one while the server works on the other, and a few callers
+//! still share requests. Two slots beat four (and one, and eight) on
+//! lookups/s and on client and server CPU per lookup once the server's
+//! lookup cost fell: most of a request's client cost is the loopback
+//! send that wakes the server (docs/bench-notes/kv.md).
 //!
 //! It owns the routes, the queues and the count of requests in flight, so
 //! none of them is locked. Requests run as spawned tasks whose answers
@@ -36,7 +38,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use fjord_proto::messages as pb;
 use fjord_proto::{ApiKey, ErrorCode};
-use tokio::sync::{oneshot, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{oneshot, Notify};
 use tokio::task::JoinSet;
 
 use super::config::{LookupConfig, REQUESTS_PER_SERVER_MAX};
@@ -75,7 +77,77 @@ pub(crate) struct Job {
     attempts: u32,
     /// Its place among `client.lookup.queue-size` keys, given back when the
     /// job is answered (dropped).
-    _room: OwnedSemaphorePermit,
+    _room: Place,
+}
+
+/// `client.lookup.queue-size` places for keys not yet answered: a count
+/// under the limit, and a wake-up for callers waiting for a place. A
+/// tokio semaphore did the same with a lock taken at every release; this
+/// is one atomic add to take a place and one to give it back.
+pub(crate) struct Room {
+    taken: AtomicUsize,
+    limit: usize,
+    freed: Notify,
+}
+
+/// One place in a [`Room`], given back when dropped.
+pub(crate) struct Place(Arc<Room>);
+
+impl Room {
+    pub(crate) fn new(limit: usize) -> Arc<Self> {
+        Arc::new(Self {
+            taken: AtomicUsize::new(0),
+            limit: limit.max(1),
+            freed: Notify::new(),
+        })
+    }
+
+    /// A place, once one is free.
+    pub(crate) async fn take(self: &Arc<Self>) -> Place {
+        loop {
+            if self.try_take() {
+                return Place(Arc::clone(self));
+            }
+            // Registered before checking again, so a place given back
+            // after this check wakes this caller.
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            if self.try_take() {
+                return Place(Arc::clone(self));
+            }
+            freed.await;
+        }
+    }
+
+    /// Takes a place if one is free. A failed try counts itself for a
+    /// moment, so another caller may fail beside it while a place is
+    /// free; taking the count back below the limit wakes such a caller.
+    fn try_take(&self) -> bool {
+        if self.taken.fetch_add(1, Ordering::AcqRel) < self.limit {
+            return true;
+        }
+        if self.taken.fetch_sub(1, Ordering::AcqRel) <= self.limit {
+            self.freed.notify_waiters();
+        }
+        false
+    }
+
+    /// Places taken now.
+    #[cfg(test)]
+    fn taken(&self) -> usize {
+        self.taken.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let room = &*self.0;
+        // Someone may wait only while every place is taken.
+        if room.taken.fetch_sub(1, Ordering::AcqRel) >= room.limit {
+            room.freed.notify_waiters();
+        }
+    }
 }
 
 /// Where callers leave keys for the batcher; see the module doc.
@@ -88,7 +160,7 @@ pub(crate) struct Inbox {
     /// batcher after each dispatch; at most a full request).
     ready_at: AtomicUsize,
     /// `client.lookup.queue-size` places for keys not yet answered.
-    room: Arc<Semaphore>,
+    room: Arc<Room>,
     /// Every lookuper handle is gone.
     closed: AtomicBool,
 }
@@ -100,7 +172,7 @@ impl Inbox {
             notify: Notify::new(),
             inflight: AtomicUsize::new(0),
             ready_at: AtomicUsize::new(config.max_batch_size),
-            room: Arc::new(Semaphore::new(config.queue_size)),
+            room: Room::new(config.queue_size),
             closed: AtomicBool::new(false),
         }
     }
@@ -115,10 +187,7 @@ impl Inbox {
         key: Bytes,
         reply: Reply,
     ) -> Result<()> {
-        let room = Arc::clone(&self.room)
-            .acquire_owned()
-            .await
-            .map_err(|_| ClientError::WriterClosed("the lookuper's batcher stopped"))?;
+        let room = self.room.take().await;
         let job = Job {
             partition,
             bucket,
@@ -209,6 +278,10 @@ impl Values {
 struct Answer {
     request: Request,
     result: Result<Vec<BucketAnswer>>,
+    /// The request's keys, per group in order: moved into the request
+    /// when it was built (a copy of each key's handle would cost an
+    /// allocation and two atomic counts per lookup), back for resends.
+    keys: Vec<Vec<Bytes>>,
 }
 
 /// The batcher; see the module doc.
@@ -470,14 +543,18 @@ impl Batcher {
     }
 
     /// Spawns one request's round trip.
-    fn send(&mut self, connection: ServerConnection, request: Request) {
+    fn send(&mut self, connection: ServerConnection, mut request: Request) {
         let table_id = self.table.table_id;
         let wait = self.config.request_timeout + ANSWER_GRACE;
-        let keys = |jobs: &Vec<Job>| jobs.iter().map(|j| Bytes::clone(&j.key)).collect();
+        let keys = |jobs: &mut Vec<Job>| {
+            jobs.iter_mut()
+                .map(|j| std::mem::take(&mut j.key))
+                .collect()
+        };
         let call = if request.prefix {
             let buckets_req = request
                 .groups
-                .iter()
+                .iter_mut()
                 .map(
                     |((partition_id, bucket_id), jobs)| pb::PbPrefixLookupReqForBucket {
                         partition_id: *partition_id,
@@ -495,7 +572,7 @@ impl Batcher {
         } else {
             let buckets_req = request
                 .groups
-                .iter()
+                .iter_mut()
                 .map(
                     |((partition_id, bucket_id), jobs)| pb::PbLookupReqForBucket {
                         partition_id: *partition_id,
@@ -527,12 +604,21 @@ impl Batcher {
                     )),
                 }),
             };
-            Answer { request, result }
+            let keys = call.into_keys();
+            Answer {
+                request,
+                result,
+                keys,
+            }
         });
     }
 
     fn on_answer(&mut self, answer: Answer) {
-        let Answer { request, result } = answer;
+        let Answer {
+            request,
+            result,
+            keys,
+        } = answer;
         self.inflight -= 1;
         self.inbox.inflight.fetch_sub(1, Ordering::AcqRel);
         let server = &mut self.servers[request.server];
@@ -546,15 +632,17 @@ impl Batcher {
         let mut answers = match result {
             Ok(answers) => answers,
             Err(error) => {
-                for (_, jobs) in request.groups {
-                    for job in jobs {
+                for ((_, jobs), keys) in request.groups.into_iter().zip(keys) {
+                    for job in with_keys(jobs, keys) {
                         self.retry_or_fail(job, &error);
                     }
                 }
                 return;
             }
         };
+        let mut keys = keys.into_iter();
         for (i, ((partition, bucket), jobs)) in request.groups.into_iter().enumerate() {
+            let group_keys = keys.next().unwrap_or_default();
             // Answers come in request order: try the same position first.
             let matches = |a: &BucketAnswer| a.bucket_id == bucket && a.partition_id == partition;
             let at = if answers.get(i).is_some_and(matches) {
@@ -579,7 +667,7 @@ impl Batcher {
                         .unwrap_or(ErrorCode::UnknownServerError)
                         .with_message(message.unwrap_or_default()),
                 );
-                for job in jobs {
+                for job in with_keys(jobs, group_keys) {
                     self.retry_or_fail(job, &error);
                 }
                 continue;
@@ -652,6 +740,14 @@ fn request_target(outstanding: usize, full: usize) -> usize {
         .clamp(1, full.max(1))
 }
 
+/// `jobs` with the keys their request took back, for a resend.
+fn with_keys(mut jobs: Vec<Job>, keys: Vec<Bytes>) -> Vec<Job> {
+    for (job, key) in jobs.iter_mut().zip(keys) {
+        job.key = key;
+    }
+    jobs
+}
+
 /// Answers each of `jobs` with its value, in order.
 fn complete(jobs: Vec<Job>, values: Values) {
     match values {
@@ -686,11 +782,19 @@ impl Call {
         }
     }
 
+    /// The request's keys, per bucket in order.
+    fn into_keys(self) -> Vec<Vec<Bytes>> {
+        match self {
+            Call::Point(request) => request.buckets_req.into_iter().map(|b| b.keys).collect(),
+            Call::Prefix(request) => request.buckets_req.into_iter().map(|b| b.keys).collect(),
+        }
+    }
+
     /// Sends the request and reads each bucket's part of the answer.
-    async fn run(self, connection: &ServerConnection) -> Result<Vec<BucketAnswer>> {
+    async fn run(&self, connection: &ServerConnection) -> Result<Vec<BucketAnswer>> {
         Ok(match self {
             Call::Point(request) => connection
-                .request::<_, pb::LookupResponse>(ApiKey::Lookup, &request)
+                .request::<_, pb::LookupResponse>(ApiKey::Lookup, request)
                 .await?
                 .buckets_resp
                 .into_iter()
@@ -705,7 +809,7 @@ impl Call {
                 })
                 .collect(),
             Call::Prefix(request) => connection
-                .request::<_, pb::PrefixLookupResponse>(ApiKey::PrefixLookup, &request)
+                .request::<_, pb::PrefixLookupResponse>(ApiKey::PrefixLookup, request)
                 .await?
                 .buckets_resp
                 .into_iter()
@@ -745,16 +849,85 @@ mod tests {
             );
         };
         assert_eq!(
-            REQUESTS_PER_SERVER_MAX, 4,
-            "the cases below assume four slots"
+            REQUESTS_PER_SERVER_MAX, 2,
+            "the cases below assume two slots"
         );
         check(0, 128, 1);
         check(1, 128, 1);
-        check(5, 128, 2);
-        check(256, 128, 64);
-        check(257, 128, 65);
-        check(512, 128, 128);
+        check(5, 128, 3);
+        check(128, 128, 64);
+        check(129, 128, 65);
+        check(256, 128, 128);
         check(10_000, 128, 128);
         check(10_000, 1, 1);
+    }
+
+    /// Polls `future` once.
+    fn poll_once<F: std::future::Future>(
+        future: std::pin::Pin<&mut F>,
+    ) -> std::task::Poll<F::Output> {
+        future.poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+    }
+
+    #[test]
+    fn a_full_room_makes_callers_wait_until_a_place_is_given_back() {
+        let room = Room::new(2);
+        let first = poll_once(std::pin::pin!(room.take()));
+        let second = poll_once(std::pin::pin!(room.take()));
+        assert!(first.is_ready() && second.is_ready(), "two places are free");
+        assert_eq!(room.taken(), 2);
+
+        let mut third = std::pin::pin!(room.take());
+        assert!(poll_once(third.as_mut()).is_pending(), "the room is full");
+        assert_eq!(room.taken(), 2, "a waiting caller holds no place");
+        assert!(
+            poll_once(third.as_mut()).is_pending(),
+            "nothing was given back"
+        );
+
+        drop(first);
+        let third = poll_once(third.as_mut());
+        assert!(
+            third.is_ready(),
+            "a place given back goes to the waiting caller"
+        );
+        assert_eq!(room.taken(), 2);
+        drop((second, third));
+        assert_eq!(room.taken(), 0, "every place is given back");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn callers_beyond_the_room_all_get_a_place_in_turn_and_never_more_than_it_holds() {
+        // More callers than places, on two threads, each holding its place
+        // across a yield: every one gets its places (the test ends), and
+        // no more callers hold a place at once than the room has.
+        let room = Room::new(3);
+        let holding = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let tasks: Vec<_> = (0..64)
+            .map(|_| {
+                let (room, holding, most) =
+                    (Arc::clone(&room), Arc::clone(&holding), Arc::clone(&most));
+                tokio::spawn(async move {
+                    for _ in 0..50 {
+                        let place = room.take().await;
+                        let now = holding.fetch_add(1, Ordering::AcqRel) + 1;
+                        most.fetch_max(now, Ordering::AcqRel);
+                        tokio::task::yield_now().await;
+                        holding.fetch_sub(1, Ordering::AcqRel);
+                        drop(place);
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("a caller panicked");
+        }
+        assert_eq!(room.taken(), 0, "every place is given back");
+        let most = most.load(Ordering::Acquire);
+        assert!(
+            most <= 3,
+            "{most} callers held a place at once in a room of 3"
+        );
     }
 }

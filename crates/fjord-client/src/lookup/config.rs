@@ -27,12 +27,12 @@ pub const OPT_REQUEST_TIMEOUT: &str = "client.request-timeout";
 /// `client.lookup.max-batch-size`), so the client answers one request
 /// while the server works on the next; a server with nothing out gets
 /// whatever waits at once.
-pub const REQUESTS_PER_SERVER_MAX: usize = 4;
+pub const REQUESTS_PER_SERVER_MAX: usize = 2;
 
 /// Lookuper options. Build with [`LookupConfig::default`] (Fluss's
 /// defaults) or [`LookupConfig::from_options`].
 ///
-/// Batching: a lookuper sends a server a request as soon as a quarter of
+/// Batching: a lookuper sends a server a request as soon as half of
 /// the keys outstanding at it (queued or in flight; at most
 /// `max_batch_size`) wait and it has fewer than [`REQUESTS_PER_SERVER_MAX`]
 /// requests out (and the lookuper fewer than `max_inflight_requests`),
