@@ -4,7 +4,9 @@
 //! pressure (STORAGE_BACKPRESSURE, KV_STORAGE_EXCEPTION, a PutKv answer's
 //! `pressure`) holds buckets back and never fails a batch; a slow server
 //! makes the writer wait instead of buffering beyond
-//! `client.writer.buffer.memory-size`.
+//! `client.writer.buffer.memory-size`. The lookuper under faults: a lost
+//! Lookup answer and buckets refused with a retriable error are resent
+//! with their own keys and every lookup reads its row.
 
 mod support;
 
@@ -14,7 +16,8 @@ use std::time::Duration;
 
 use fjord_client::row::Datum;
 use fjord_client::{
-    ChangeType, FlussClient, LogScanner, ScannerConfig, TableInfo, TablePath, WriterConfig,
+    ChangeType, FlussClient, LogScanner, LookupConfig, ScannerConfig, TableInfo, TablePath,
+    WriterConfig,
 };
 use fjord_format::schema::Schema;
 use fjord_format::types::DataType;
@@ -203,4 +206,83 @@ async fn a_slow_server_keeps_buffered_bytes_within_the_bound() {
     let log = changelog(&client, &table, &writer.log_end_offsets()).await;
     assert_eq!(log.len(), ROWS as usize);
     server.stop().await;
+}
+
+/// Looks up every id of `ids` at once (64 callers) and checks each reads
+/// its own row: `payload-{id}`.
+async fn lookup_every_id(client: &FlussClient, path: &TablePath, ids: std::ops::Range<i64>) {
+    let lookuper = client
+        .lookuper(path, LookupConfig::default())
+        .await
+        .expect("lookuper");
+    let callers: Vec<_> = (0..64)
+        .map(|caller| {
+            let lookuper = lookuper.clone();
+            let ids = ids.clone();
+            tokio::spawn(async move {
+                for id in ids.filter(|id| id % 64 == caller) {
+                    let row = lookuper
+                        .lookup(&[Datum::BigInt(id)])
+                        .await
+                        .unwrap_or_else(|e| panic!("lookup of {id}: {e}"))
+                        .unwrap_or_else(|| panic!("id {id} not found"));
+                    assert_eq!(row.get(0), Datum::BigInt(id));
+                    assert_eq!(row.get(1), Datum::String(&format!("payload-{id}")));
+                }
+            })
+        })
+        .collect();
+    for caller in callers {
+        tokio::time::timeout(HANG, caller)
+            .await
+            .expect("lookups in time")
+            .expect("a caller failed");
+    }
+}
+
+/// Lookup requests whose answers are lost with their connection, or
+/// whose every bucket answers KV_STORAGE_EXCEPTION (retriable), are sent
+/// again with the keys they carried: the request took the keys over from
+/// its lookups, and a resend must have them back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_and_refused_lookup_answers_are_resent_with_their_keys() {
+    for fault in [
+        Fault::DropLookupAnswers(2),
+        Fault::RewriteLookupAnswers {
+            n: 3,
+            error_code: 11,
+        },
+    ] {
+        let server = TestServer::start_behind_proxy(fault).await;
+        let client = server.client().await;
+        let path = TablePath::new("faults", "lookup_resend");
+        create_pk_table(&client, &path, schema(), 2, &[], &[], &[]).await;
+        let mut writer = client
+            .upsert_writer(&path, WriterConfig::default())
+            .await
+            .expect("writer");
+        const IDS: i64 = 3_000;
+        for id in 0..IDS {
+            let payload = format!("payload-{id}");
+            writer
+                .upsert(&[Datum::BigInt(id), Datum::String(&payload)])
+                .await
+                .expect("upsert");
+        }
+        tokio::time::timeout(HANG, writer.flush())
+            .await
+            .expect("flush in time")
+            .expect("flushed");
+        lookup_every_id(&client, &path, 0..IDS).await;
+        let expected = match fault {
+            Fault::DropLookupAnswers(n) | Fault::RewriteLookupAnswers { n, .. } => n,
+            _ => unreachable!(),
+        };
+        assert_eq!(
+            server.dropped.load(Ordering::SeqCst),
+            expected,
+            "{fault:?}: answers lost or refused"
+        );
+        server.stop().await;
+    }
 }

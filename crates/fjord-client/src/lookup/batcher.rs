@@ -186,7 +186,7 @@ impl Inbox {
         bucket: i32,
         key: Bytes,
         reply: Reply,
-    ) -> Result<()> {
+    ) {
         let room = self.room.take().await;
         let job = Job {
             partition,
@@ -206,7 +206,6 @@ impl Inbox {
         {
             self.notify.notify_one();
         }
-        Ok(())
     }
 
     /// The handles are gone: the batcher ends once every key is answered.

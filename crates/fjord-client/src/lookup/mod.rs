@@ -238,7 +238,7 @@ async fn submit<T>(
     reply: Reply,
     rx: oneshot::Receiver<Result<T>>,
 ) -> Result<T> {
-    shared.inbox.submit(partition, bucket, key, reply).await?;
+    shared.inbox.submit(partition, bucket, key, reply).await;
     rx.await
         .map_err(|_| ClientError::WriterClosed("the lookuper's batcher stopped"))?
 }

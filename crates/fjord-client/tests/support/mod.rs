@@ -95,6 +95,8 @@ pub async fn flush_in_time(writer: &mut AppendWriter) {
 const PRODUCE_LOG: i16 = 1014;
 /// PutKv's api key.
 const PUT_KV: i16 = 1016;
+/// Lookup's api key.
+const LOOKUP: i16 = 1017;
 
 /// How the proxy misbehaves.
 #[derive(Clone, Copy, Debug)]
@@ -121,6 +123,17 @@ pub enum Fault {
         /// The storage pressure each bucket reports.
         pressure: Option<f32>,
     },
+    /// For the first `n` Lookup answers: swallows the answer and closes
+    /// both sides of that connection.
+    DropLookupAnswers(usize),
+    /// For the first `n` Lookup answers: every bucket's part is replaced
+    /// by `error_code` (and no values).
+    RewriteLookupAnswers {
+        /// Answers rewritten.
+        n: usize,
+        /// The Fluss error code each bucket answers with.
+        error_code: i32,
+    },
 }
 
 impl Fault {
@@ -129,6 +142,7 @@ impl Fault {
         match self {
             Fault::DropProduceAnswers(n) => (PRODUCE_LOG, n),
             Fault::DropPutKvAnswers(n) | Fault::RewritePutKvAnswers { n, .. } => (PUT_KV, n),
+            Fault::DropLookupAnswers(n) | Fault::RewriteLookupAnswers { n, .. } => (LOOKUP, n),
             Fault::None | Fault::DelayAnswers(_) => (PRODUCE_LOG, 0),
         }
     }
@@ -303,15 +317,16 @@ async fn proxy_connection(
                 .is_ok()
         {
             dropped.fetch_add(1, Ordering::SeqCst);
-            if let Fault::RewritePutKvAnswers {
-                error_code,
-                pressure,
-                ..
-            } = fault
-            {
-                frame = rewrite_put_kv_answer(&frame, error_code, pressure);
-            } else {
-                break;
+            match fault {
+                Fault::RewritePutKvAnswers {
+                    error_code,
+                    pressure,
+                    ..
+                } => frame = rewrite_put_kv_answer(&frame, error_code, pressure),
+                Fault::RewriteLookupAnswers { error_code, .. } => {
+                    frame = rewrite_lookup_answer(&frame, error_code);
+                }
+                _ => break,
             }
         }
         if let Fault::DelayAnswers(delay) = fault {
@@ -342,11 +357,30 @@ fn rewrite_put_kv_answer(frame: &[u8], error_code: Option<i32>, pressure: Option
             bucket.pressure = pressure;
         }
     }
-    let body = response.encode_to_vec();
+    reframe(frame, &response.encode_to_vec())
+}
+
+/// A Lookup response frame whose every bucket answers with `error_code`
+/// and no values.
+fn rewrite_lookup_answer(frame: &[u8], error_code: i32) -> Vec<u8> {
+    use prost::Message;
+    let mut response =
+        fjord_proto::messages::LookupResponse::decode(&frame[9..]).expect("a Lookup answer");
+    for bucket in &mut response.buckets_resp {
+        bucket.error_code = Some(error_code);
+        bucket.error_message = Some("rewritten by the test proxy".to_owned());
+        bucket.values.clear();
+    }
+    reframe(frame, &response.encode_to_vec())
+}
+
+/// `frame`'s header (type and request id) around a new `body`.
+fn reframe(frame: &[u8], body: &[u8]) -> Vec<u8> {
+    // len i32 | type i8 | request_id i32 | body.
     let mut out = Vec::with_capacity(9 + body.len());
     out.extend_from_slice(&((5 + body.len()) as i32).to_be_bytes());
     out.extend_from_slice(&frame[4..9]);
-    out.extend_from_slice(&body);
+    out.extend_from_slice(body);
     out
 }
 
