@@ -61,8 +61,9 @@ pub struct Run {
     slots: Vec<Slot>,
     /// Keys with a change.
     len: usize,
-    /// foldhash: cheap on short keys; seeded per run, so clients cannot aim
-    /// collisions.
+    /// foldhash: cheap on short keys; seeded at random (per tablet, shared
+    /// by its runs and its pre-write buffer so a key is hashed once per
+    /// write), so clients cannot aim collisions.
     hasher: foldhash::fast::RandomState,
     chunks: Vec<Vec<u8>>,
     /// Key and value bytes of every change packed, superseded ones too.
@@ -75,14 +76,32 @@ impl Run {
     /// An empty run with slots for `keys` keys (a run is usually about as
     /// large as the one before it).
     pub fn with_capacity(keys: usize) -> Self {
+        Self::with_hasher(keys, foldhash::fast::RandomState::default())
+    }
+
+    /// An empty run with slots for `keys` keys that hashes keys with
+    /// `hasher`: runs built with one hasher take each other's
+    /// [`Run::hash`] in the `*_hashed` methods.
+    pub fn with_hasher(keys: usize, hasher: foldhash::fast::RandomState) -> Self {
         Self {
             slots: if keys == 0 {
                 Vec::new()
             } else {
                 empty_slots(slots_for(keys))
             },
+            hasher,
             ..Self::default()
         }
+    }
+
+    /// The hasher the run files keys with.
+    pub fn hasher(&self) -> foldhash::fast::RandomState {
+        self.hasher.clone()
+    }
+
+    /// The hash the run files `key` under (what the `*_hashed` methods take).
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
     }
 
     /// Keys with a change in the run.
@@ -115,7 +134,13 @@ impl Run {
     /// The latest change of `key`: `Some(Some(value))`, `Some(None)` for a
     /// delete, `None` when the run has none.
     pub fn get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
-        let hash = self.hasher.hash_one(key);
+        self.get_hashed(self.hash(key), key)
+    }
+
+    /// [`Run::get`] of `key`, whose [`Run::hash`] is `hash`.
+    #[inline]
+    pub fn get_hashed(&self, hash: u64, key: &[u8]) -> Option<Option<&[u8]>> {
+        debug_assert_eq!(hash, self.hash(key), "a hash of another hasher");
         self.find(hash, key)
             .map(|i| change_at(&self.chunks, self.slots[i][AT]).1)
     }
@@ -123,8 +148,13 @@ impl Run {
     /// Starts loading the slot `key` starts probing at into the CPU's cache,
     /// without waiting for it. A hint only: it changes nothing.
     pub fn prefetch_slot(&self, key: &[u8]) {
+        self.prefetch_slot_hashed(self.hash(key));
+    }
+
+    /// [`Run::prefetch_slot`] of the key whose [`Run::hash`] is `hash`.
+    #[inline]
+    pub fn prefetch_slot_hashed(&self, hash: u64) {
         if self.len != 0 {
-            let hash = self.hasher.hash_one(key);
             prefetch_read(&self.slots[self.home(hash)]);
         }
     }
@@ -133,12 +163,17 @@ impl Run {
     /// without waiting for it (its slot is read: prefetch that a few keys
     /// earlier). A hint only: it changes nothing and reads no key.
     pub fn prefetch(&self, key: &[u8]) {
+        self.prefetch_hashed(self.hash(key));
+    }
+
+    /// [`Run::prefetch`] of the key whose [`Run::hash`] is `hash`.
+    #[inline]
+    pub fn prefetch_hashed(&self, hash: u64) {
         // Empty: also a table sized for the run before, which would cost a
         // miss on its slots to learn nothing.
         if self.len == 0 {
             return;
         }
-        let hash = self.hasher.hash_one(key);
         let mask = self.slots.len() - 1;
         let mut i = self.home(hash);
         loop {
@@ -160,7 +195,17 @@ impl Run {
     /// returns the length of the change it replaced: `Some(Some(len))` a
     /// value, `Some(None)` a delete, `None` when the key had none.
     pub fn insert(&mut self, key: &[u8], value: Option<&[u8]>) -> Option<Option<usize>> {
-        let hash = self.hasher.hash_one(key);
+        self.insert_hashed(self.hash(key), key, value)
+    }
+
+    /// [`Run::insert`] of `key`, whose [`Run::hash`] is `hash`.
+    pub fn insert_hashed(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Option<Option<usize>> {
+        debug_assert_eq!(hash, self.hash(key), "a hash of another hasher");
         if (self.len + 1) * 4 > self.slots.len() * 3 {
             self.grow();
         }

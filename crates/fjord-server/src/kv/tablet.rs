@@ -133,12 +133,13 @@ struct PendingBatch {
     /// The put that staged it: its slots in the buffer carry this id.
     put: u64,
     changes: Vec<(KvKey, Option<KvRow>)>,
+    /// Each change's key hash (same index), as every layer files it.
+    hashes: Vec<u64>,
     row_delta: i64,
     bytes: usize,
 }
 
 /// The pre-write buffer.
-#[derive(Default)]
 struct Pending {
     /// Per buffered key, the slot of its latest change. The table holds
     /// no key and no row, only where they sit (16 bytes a key against
@@ -152,6 +153,16 @@ struct Pending {
 }
 
 impl Pending {
+    /// An empty buffer filing keys with `hasher` (the committed runs' too).
+    fn new(hasher: foldhash::fast::RandomState) -> Self {
+        Self {
+            latest: HashTable::new(),
+            hasher,
+            batches: VecDeque::new(),
+            bytes: 0,
+        }
+    }
+
     /// The hash `latest` files `key` under.
     fn hash(&self, key: &[u8]) -> u64 {
         self.hasher.hash_one(key)
@@ -444,8 +455,8 @@ pub const DEFAULT_ROW_CACHE_BYTES: usize = 512 << 20;
 
 /// The committed layer: changes whose changelog is durable, newest in
 /// `active`; `frozen` is being written to the store; `clean` holds rows the
-/// store has, in memory.
-#[derive(Default)]
+/// store has, in memory. Its runs share one hasher (the tablet's), so a
+/// key's [`Committed::hash`] serves every layer.
 struct Committed {
     active: Run,
     /// The run being written, and the state it stands for.
@@ -470,36 +481,56 @@ struct Committed {
 }
 
 impl Committed {
-    /// The committed value of `key`: `Some(None)` for a committed delete or
-    /// a key a complete cache lacks, `None` when only the store knows.
-    fn get(&self, key: &[u8]) -> Option<Option<KvRow>> {
-        self.get_ref(key).map(|v| v.map(KvRow::copy_from_slice))
+    /// An empty committed layer standing for `state`, whose runs hash keys
+    /// with `hasher`.
+    fn new(hasher: foldhash::fast::RandomState, state: AppliedState) -> Self {
+        Self {
+            active: Run::with_hasher(0, hasher.clone()),
+            frozen: None,
+            clean: Run::with_hasher(0, hasher),
+            clean_bytes: 0,
+            complete: false,
+            state,
+        }
     }
 
-    /// [`Committed::get`], borrowing the value.
-    fn get_ref(&self, key: &[u8]) -> Option<Option<&[u8]>> {
-        if let Some(v) = self.active.get(key) {
+    /// The hash every layer files `key` under.
+    fn hash(&self, key: &[u8]) -> u64 {
+        self.active.hash(key)
+    }
+
+    /// The committed value of `key` (whose [`Committed::hash`] is `hash`):
+    /// `Some(None)` for a committed delete or a key a complete cache lacks,
+    /// `None` when only the store knows.
+    fn get_ref(&self, hash: u64, key: &[u8]) -> Option<Option<&[u8]>> {
+        if let Some(v) = self.active.get_hashed(hash, key) {
             return Some(v);
         }
-        if let Some(v) = self.frozen.as_ref().and_then(|(f, _)| f.get(key)) {
+        if let Some(v) = self
+            .frozen
+            .as_ref()
+            .and_then(|(f, _)| f.get_hashed(hash, key))
+        {
             return Some(v);
         }
-        if let Some(v) = self.clean.get(key) {
+        if let Some(v) = self.clean.get_hashed(hash, key) {
             return Some(v);
         }
         self.complete.then_some(None)
     }
 
-    /// [`Run::prefetch_slot`] of `key` in the active run and the cache.
-    fn prefetch_slot(&self, key: &[u8]) {
-        self.active.prefetch_slot(key);
-        self.clean.prefetch_slot(key);
+    /// [`Run::prefetch_slot`] of the key of `hash` in the active run and
+    /// the cache.
+    fn prefetch_slot(&self, hash: u64) {
+        self.active.prefetch_slot_hashed(hash);
+        self.clean.prefetch_slot_hashed(hash);
     }
 
-    /// [`Run::prefetch`] of `key` in the active run and the cache.
-    fn prefetch(&self, key: &[u8]) {
-        self.active.prefetch(key);
-        self.clean.prefetch(key);
+    /// [`Run::prefetch`] of the key of `hash` in the active run and the
+    /// cache.
+    fn prefetch(&self, hash: u64) {
+        self.active.prefetch_hashed(hash);
+        self.clean.prefetch_hashed(hash);
     }
 
     /// Brings `clean` up to date with `run`, now in the store. Past the
@@ -540,7 +571,7 @@ impl Committed {
                     "the bucket's rows outgrow the row cache (kv.row-cache-size); reading them from the KV store from now on"
                 );
                 budget.give_back(self.clean_bytes);
-                self.clean = Run::default();
+                self.clean = Run::with_hasher(0, self.clean.hasher());
                 self.clean_bytes = 0;
                 self.complete = false;
             }
@@ -563,7 +594,7 @@ impl Committed {
 /// The rows of `clean` packed into a new run, without the superseded rows
 /// and the deletes.
 fn packed_again(clean: &Run) -> Run {
-    let mut packed = Run::with_capacity(clean.len());
+    let mut packed = Run::with_hasher(clean.len(), clean.hasher());
     for (key, value) in clean.iter() {
         if let Some(value) = value {
             packed.insert(key, Some(value));
@@ -673,11 +704,14 @@ impl KvTablet {
             };
             store.clear(applied).map_err(storage)?;
         }
+        // One seed for the buffer and every run: a key is hashed once per
+        // write and per lookup, not once per layer it is looked up in.
+        let hasher = foldhash::fast::RandomState::default();
         let tablet = Self {
             write: Mutex::new(WriteState {
                 table: Arc::clone(&table),
                 indexed_layout: schema_state.indexed_layout,
-                pending: Pending::default(),
+                pending: Pending::new(hasher.clone()),
                 rows: applied.row_count,
                 mergers: Vec::new(),
                 columns: schema_state.columns,
@@ -692,10 +726,7 @@ impl KvTablet {
                 new_datums: Vec::new(),
                 merged_datums: Vec::new(),
             }),
-            committed: RwLock::new(Committed {
-                state: applied,
-                ..Committed::default()
-            }),
+            committed: RwLock::new(Committed::new(hasher, applied)),
             flush: Mutex::new(applied),
             write_buffer_bytes,
             row_cache,
@@ -744,7 +775,7 @@ impl KvTablet {
             committed.complete = true;
         } else {
             self.row_cache.give_back(bytes);
-            committed.clean = Run::default();
+            committed.clean = Run::with_hasher(0, committed.clean.hasher());
         }
         Ok(())
     }
@@ -773,17 +804,19 @@ impl KvTablet {
         // (one allocation per batch, not one per key).
         let mut arena = BytesMut::new();
         let mut values = Vec::with_capacity(keys.len());
+        let mut hashes = [0u64; LOOKUP_PREFETCH_KEYS];
         for group in keys.chunks(LOOKUP_PREFETCH_KEYS) {
             // The misses on each key's slot, then on its packed change,
             // would otherwise be waited for one at a time.
-            for key in group {
-                committed.prefetch_slot(key);
+            for (hash, key) in hashes.iter_mut().zip(group) {
+                *hash = committed.hash(key);
+                committed.prefetch_slot(*hash);
             }
-            for key in group {
-                committed.prefetch(key);
+            for &hash in &hashes[..group.len()] {
+                committed.prefetch(hash);
             }
-            for key in group {
-                let value = committed.get_ref(key)?.map(|v| {
+            for (&hash, key) in hashes.iter().zip(group) {
+                let value = committed.get_ref(hash, key)?.map(|v| {
                     if arena.capacity() < v.len() {
                         arena.reserve((keys.len().min(1024) * INLINE_ROW_BYTES_MAX).max(v.len()));
                     }
@@ -798,8 +831,11 @@ impl KvTablet {
 
     /// The committed value of `key` (`schemaId ‖ row`), or `None`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>, ApiError> {
-        if let Some(value) = read(&self.committed).get(key) {
-            return Ok(value.map(|v| v.to_bytes()));
+        {
+            let committed = read(&self.committed);
+            if let Some(value) = committed.get_ref(committed.hash(key), key) {
+                return Ok(value.map(Bytes::copy_from_slice));
+            }
         }
         self.store
             .get(key)
@@ -1044,6 +1080,7 @@ impl KvTablet {
             end,
             put: st.put_id,
             changes: std::mem::take(&mut st.staged),
+            hashes: st.undo.iter().map(|&(hash, _)| hash).collect(),
             row_delta,
             bytes,
         });
@@ -1152,24 +1189,33 @@ impl KvTablet {
         // ahead, are loaded while this record is merged (a run at hundreds
         // of thousands of keys misses the cache on both).
         let prefetching = old_for_upsert || old_for_delete;
-        let mut far = batch.records().skip(2 * PUT_PREFETCH_DISTANCE);
-        let mut near = batch.records().skip(PUT_PREFETCH_DISTANCE);
-        if prefetching {
-            for record in batch.records().take(2 * PUT_PREFETCH_DISTANCE) {
-                committed.prefetch_slot(record.key);
+        // Each key is hashed once, as it enters the far window: record
+        // `i`'s hash sits at `i % AHEAD` until record `i + AHEAD` takes it.
+        const AHEAD: usize = 2 * PUT_PREFETCH_DISTANCE;
+        let mut hashes = [0u64; AHEAD];
+        let mut far = batch.records().skip(AHEAD);
+        for (i, record) in batch.records().take(AHEAD).enumerate() {
+            hashes[i] = st.pending.hash(record.key);
+            if prefetching {
+                committed.prefetch_slot(hashes[i]);
             }
-            for record in batch.records().take(PUT_PREFETCH_DISTANCE) {
-                committed.prefetch(record.key);
+        }
+        if prefetching {
+            for &hash in &hashes[..PUT_PREFETCH_DISTANCE] {
+                committed.prefetch(hash);
             }
         }
         for (index, record) in batch.records().enumerate() {
+            let hash = hashes[index % AHEAD];
+            if let Some(ahead) = far.next() {
+                let ahead = st.pending.hash(ahead.key);
+                hashes[index % AHEAD] = ahead;
+                if prefetching {
+                    committed.prefetch_slot(ahead);
+                }
+            }
             if prefetching {
-                if let Some(ahead) = far.next() {
-                    committed.prefetch_slot(ahead.key);
-                }
-                if let Some(ahead) = near.next() {
-                    committed.prefetch(ahead.key);
-                }
+                committed.prefetch(hashes[(index + PUT_PREFETCH_DISTANCE) % AHEAD]);
             }
             table.key_check.validate_key(record.key).map_err(|e| {
                 corrupt_record(
@@ -1181,8 +1227,6 @@ impl KvTablet {
                 Some(_) => old_for_upsert,
                 None => old_for_delete,
             };
-            // Hashed once for the buffer: the read below and the staging.
-            let hash = st.pending.hash(record.key);
             let old = if needs_old {
                 self.old_value(&committed, &st.pending, &st.staged, hash, record.key)?
             } else {
@@ -1335,14 +1379,14 @@ impl KvTablet {
 
     /// The value the key has now: the buffer's latest (staged or pending),
     /// else the committed one.
-    fn old_value(
+    fn old_value<'c>(
         &self,
-        committed: &Committed,
+        committed: &'c Committed,
         pending: &Pending,
         staged: &[(KvKey, Option<KvRow>)],
         hash: u64,
         key: &[u8],
-    ) -> Result<Option<OldValue>, ApiError> {
+    ) -> Result<Option<OldValue<'c>>, ApiError> {
         let changes = Changes {
             batches: &pending.batches,
             staged,
@@ -1350,8 +1394,8 @@ impl KvTablet {
         if let Some(slot) = changes.find(&pending.latest, hash, key) {
             return Ok(changes.get(slot).1.clone().map(OldValue::Buffered));
         }
-        if let Some(value) = committed.get(key) {
-            return Ok(value.map(OldValue::Buffered));
+        if let Some(value) = committed.get_ref(hash, key) {
+            return Ok(value.map(OldValue::Committed));
         }
         self.store
             .get(key)
@@ -1372,9 +1416,9 @@ impl KvTablet {
             let mut st = lock(&self.write);
             let Pending {
                 latest,
-                hasher,
                 batches,
                 bytes,
+                ..
             } = &mut st.pending;
             let ready = batches.iter().take_while(|b| b.end <= upto).count();
             if ready == 0 {
@@ -1390,35 +1434,33 @@ impl KvTablet {
                 // key a later batch restaged keeps its slot. Slots are
                 // matched by what they point at, so no key is read.
                 for batch in batches.iter().take(ready) {
-                    for (index, (key, _)) in batch.changes.iter().enumerate() {
+                    for (index, &hash) in batch.hashes.iter().enumerate() {
                         let mine = Slot {
                             put: batch.put,
                             index: index as u32,
                         };
-                        if let Ok(slot) =
-                            latest.find_entry(hasher.hash_one(&key[..]), |s| *s == mine)
-                        {
+                        if let Ok(slot) = latest.find_entry(hash, |s| *s == mine) {
                             slot.remove();
                         }
                     }
                 }
             }
             for batch in batches.drain(..ready) {
-                let changes = &batch.changes;
+                let (changes, hashes) = (&batch.changes, &batch.hashes);
                 let run = &mut committed.active;
-                for (key, _) in changes.iter().take(2 * PUT_PREFETCH_DISTANCE) {
-                    run.prefetch_slot(key);
+                for &hash in hashes.iter().take(2 * PUT_PREFETCH_DISTANCE) {
+                    run.prefetch_slot_hashed(hash);
                 }
-                for (i, (key, value)) in changes.iter().enumerate() {
+                for (i, ((key, value), &hash)) in changes.iter().zip(hashes).enumerate() {
                     // As in `merge_records`: the slot two strides ahead,
                     // the change (an update's) one stride ahead.
-                    if let Some((ahead, _)) = changes.get(i + 2 * PUT_PREFETCH_DISTANCE) {
-                        run.prefetch_slot(ahead);
+                    if let Some(&ahead) = hashes.get(i + 2 * PUT_PREFETCH_DISTANCE) {
+                        run.prefetch_slot_hashed(ahead);
                     }
-                    if let Some((ahead, _)) = changes.get(i + PUT_PREFETCH_DISTANCE) {
-                        run.prefetch(ahead);
+                    if let Some(&ahead) = hashes.get(i + PUT_PREFETCH_DISTANCE) {
+                        run.prefetch_hashed(ahead);
                     }
-                    run.insert(key, value.as_deref());
+                    run.insert_hashed(hash, key, value.as_deref());
                 }
                 *bytes -= batch.bytes;
                 committed.state = AppliedState {
@@ -1457,7 +1499,7 @@ impl KvTablet {
                 None => {
                     // The next run is sized as this one: growing it from
                     // empty rehashed it a dozen times per spill.
-                    let sized = Run::with_capacity(committed.active.len());
+                    let sized = Run::with_hasher(committed.active.len(), committed.active.hasher());
                     let run = Arc::new(std::mem::replace(&mut committed.active, sized));
                     let state = committed.state;
                     committed.frozen = Some((Arc::clone(&run), state));
@@ -1596,7 +1638,7 @@ impl KvTablet {
                             Some(&value[..])
                         };
                         datums = recycle(row_datums);
-                        let existed = match committed.get_ref(&key) {
+                        let existed = match committed.get_ref(committed.hash(&key), &key) {
                             Some(v) => v.is_some(),
                             None => self.store.get(&key).map_err(storage)?.is_some(),
                         };
@@ -1630,17 +1672,20 @@ impl KvTablet {
     }
 }
 
-/// A key's current value, from the buffer or the store.
-enum OldValue {
+/// A key's current value, from the buffer, the committed layer (borrowed
+/// under its read lock, not copied) or the store.
+enum OldValue<'c> {
     Buffered(KvRow),
+    Committed(&'c [u8]),
     Stored(KvValue),
 }
 
-impl std::ops::Deref for OldValue {
+impl std::ops::Deref for OldValue<'_> {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         match self {
             OldValue::Buffered(b) => b,
+            OldValue::Committed(v) => v,
             OldValue::Stored(v) => v,
         }
     }
@@ -1788,7 +1833,10 @@ mod tests {
         };
         let mut committed = Committed {
             complete: true,
-            ..Committed::default()
+            ..Committed::new(
+                foldhash::fast::RandomState::default(),
+                super::AppliedState::default(),
+            )
         };
         let keys = 100u32;
         let mut packed_at_most = 0;
@@ -1810,7 +1858,7 @@ mod tests {
             for k in 0..keys {
                 let expected = (k % 10 != 0 || round % 2 == 0).then(|| vec![round; 1000]);
                 assert_eq!(
-                    committed.get_ref(&k.to_be_bytes()),
+                    committed.get_ref(committed.hash(&k.to_be_bytes()), &k.to_be_bytes()),
                     Some(expected.as_deref()),
                     "key {k}, round {round}"
                 );
