@@ -63,7 +63,7 @@ use tracing::{info, warn};
 use super::columns::{read_row_into, recycle, ColumnsBuilder, NestedColumns};
 use super::key::{KvKey, KvRow, INLINE_ROW_BYTES_MAX};
 use super::merge::{AggMode, MergeError, MergeOutcome, RowMerger, RowSink};
-use super::run::{Change, Run};
+use super::run::Run;
 use super::table::KvTable;
 use crate::error::{ApiError, ErrorCode};
 use crate::replica::{storage_error, TableBucket};
@@ -1507,17 +1507,8 @@ impl KvTablet {
                 }
             }
         };
-        // Sorted by the keys' first bytes carried beside each entry: most
-        // comparisons are then decided without following the pointers into
-        // the run (a cache miss each; sorting behind pointers was a quarter
-        // of the server's CPU in `scripts/bench-cdc-fluss.sh`).
-        let mut sorted: Vec<(u64, Change<'_>)> = run
-            .iter()
-            .map(|change| (key_prefix(change.0), change))
-            .collect();
-        sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1 .0.cmp(b.1 .0)));
         self.store
-            .ingest(sorted.into_iter().map(|(_, change)| change), target)
+            .ingest(run.sorted(), target)
             .map_err(|e| storage_error(self.bucket, e))?;
         {
             let mut committed = write(&self.committed);
@@ -1691,15 +1682,6 @@ impl std::ops::Deref for OldValue<'_> {
     }
 }
 
-/// The first eight bytes of `key` (zero-padded) as a big-endian number:
-/// ordered as the keys' byte order wherever the prefixes differ.
-fn key_prefix(key: &[u8]) -> u64 {
-    let mut bytes = [0u8; 8];
-    let n = key.len().min(8);
-    bytes[..n].copy_from_slice(&key[..n]);
-    u64::from_be_bytes(bytes)
-}
-
 /// Records `key → value` (`key` filed under `hash`) as the batch's latest
 /// change of the key, keeping the slot of another put it replaced for
 /// [`undo`].
@@ -1816,8 +1798,7 @@ fn merger_index(
 
 #[cfg(test)]
 mod tests {
-    use super::{key_prefix, Committed, RowCacheBudget, Run, TableBucket, CLEAN_SLACK_BYTES};
-    use proptest::prelude::*;
+    use super::{Committed, RowCacheBudget, Run, TableBucket, CLEAN_SLACK_BYTES};
 
     /// Updates and deletes leave superseded rows in the packed cache; it is
     /// packed again before they pass its rows' bytes plus the slack, and
@@ -1869,20 +1850,5 @@ mod tests {
             packed_at_most <= 2 * 100 * 1004 + CLEAN_SLACK_BYTES,
             "the cache held {packed_at_most} bytes for ~100 KB of rows"
         );
-    }
-
-    proptest! {
-        /// Where two keys' prefixes differ, they order the keys as their
-        /// bytes do, so the spill's sort by (prefix, key) is byte order.
-        #[test]
-        fn key_prefixes_order_as_the_keys_bytes(
-            a in proptest::collection::vec(any::<u8>(), 0..12),
-            b in proptest::collection::vec(any::<u8>(), 0..12),
-        ) {
-            let by_prefix = key_prefix(&a)
-                .cmp(&key_prefix(&b))
-                .then_with(|| a.cmp(&b));
-            prop_assert_eq!(by_prefix, a.cmp(&b));
-        }
     }
 }
