@@ -304,35 +304,8 @@ pub(crate) fn checked_timestamp(
 
 /// Reads one non-null value of a column of `kind` at `*pos`, advancing
 /// past it: the inverse of [`write_value`], accepting only its output.
-///
-/// The commonest kinds are read in the caller: a datum returned through
-/// memory from a call (written field by field, read back whole) stalled
-/// store forwarding on every column, the largest cost of decoding an
-/// upsert's row in `scripts/bench-kv.sh`.
-#[inline(always)]
+#[inline]
 pub(crate) fn read_value<'a>(
-    kind: ColumnKind,
-    bytes: &'a [u8],
-    pos: &mut usize,
-) -> Result<Datum<'a>, Fault> {
-    use ColumnKind as K;
-    match kind {
-        K::Int => Ok(Datum::Int(read_varint_u32(bytes, pos)? as i32)),
-        K::BigInt => Ok(Datum::BigInt(read_varint_u64(bytes, pos)? as i64)),
-        K::String | K::Char { .. } => {
-            let start = *pos;
-            Ok(Datum::String(utf8(read_var_bytes(bytes, pos)?, start)?))
-        }
-        K::Timestamp { precision } if precision <= TIMESTAMP_COMPACT_PRECISION_MAX => Ok(
-            Datum::Timestamp(Timestamp::from_millis(read_varint_u64(bytes, pos)? as i64)),
-        ),
-        _ => read_other_value(kind, bytes, pos),
-    }
-}
-
-/// [`read_value`] of the kinds it does not read in place.
-#[inline(never)]
-fn read_other_value<'a>(
     kind: ColumnKind,
     bytes: &'a [u8],
     pos: &mut usize,
@@ -674,11 +647,37 @@ impl CompactedRowDecoder {
                 continue;
             }
             let start = pos;
-            let datum =
-                read_value(field.kind, bytes, &mut pos).map_err(|f| f.at(column, bytes.len()))?;
-            if field.kind.is_nested() {
-                self.check_nested(column, &datum, start)?;
-            }
+            let fault = |f: Fault| f.at(column, bytes.len());
+            // The commonest kinds are built here from the plain value: a
+            // datum returned as a `Result` went through memory, written
+            // field by field and read back whole, which stalled store
+            // forwarding on every column (the largest cost of decoding an
+            // upsert's row in `scripts/bench-kv.sh`).
+            let datum = match field.kind {
+                ColumnKind::Int => {
+                    Datum::Int(read_varint_u32(bytes, &mut pos).map_err(fault)? as i32)
+                }
+                ColumnKind::BigInt => {
+                    Datum::BigInt(read_varint_u64(bytes, &mut pos).map_err(fault)? as i64)
+                }
+                ColumnKind::String | ColumnKind::Char { .. } => {
+                    let value = read_var_bytes(bytes, &mut pos).map_err(fault)?;
+                    Datum::String(utf8(value, start).map_err(fault)?)
+                }
+                ColumnKind::Timestamp { precision }
+                    if precision <= TIMESTAMP_COMPACT_PRECISION_MAX =>
+                {
+                    let millis = read_varint_u64(bytes, &mut pos).map_err(fault)?;
+                    Datum::Timestamp(Timestamp::from_millis(millis as i64))
+                }
+                kind => {
+                    let datum = read_value(kind, bytes, &mut pos).map_err(fault)?;
+                    if kind.is_nested() {
+                        self.check_nested(column, &datum, start)?;
+                    }
+                    datum
+                }
+            };
             each(datum);
         }
         if pos != bytes.len() {
