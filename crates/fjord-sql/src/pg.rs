@@ -18,9 +18,11 @@
 //! cancel: SQLSTATE 57014, "canceling statement due to user request"),
 //! while it is planned or while its rows are sent; either drops the
 //! query, which stops its work (see [`crate::engine`]). A client that
-//! disconnects mid-query is noticed only when its rows are written (pgwire
-//! reads the next message after the current one is answered), so a query
-//! that sends nothing for long (an aggregate) runs on to its timeout.
+//! disconnects mid-query stops it too, as a cancel request would: pgwire
+//! reads the next message only after the current one is answered, so each
+//! connection's socket is also looked at every [`PEER_CHECK_INTERVAL`]
+//! for the peer's end of stream (Postgres's
+//! `client_connection_check_interval`).
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -74,6 +76,10 @@ use crate::error::SqlError;
 /// SCRAM iterations (Postgres's default).
 const SCRAM_ITERATIONS: usize = 4096;
 
+/// How often a connection's socket is looked at for a client that went
+/// away (its running query is then stopped).
+pub const PEER_CHECK_INTERVAL: Duration = Duration::from_millis(200);
+
 /// Serves the Postgres protocol on `listener` until the task is dropped.
 pub async fn serve(
     engine: Arc<SqlEngine>,
@@ -92,13 +98,54 @@ pub async fn serve(
             }
         };
         let _ = socket.set_nodelay(true);
+        // A second handle on the socket, to see the client go away while
+        // pgwire is busy answering (it reads nothing then).
+        let (socket, watched) = match socket.into_std().and_then(|s| {
+            let watched = s.try_clone()?;
+            Ok((tokio::net::TcpStream::from_std(s)?, watched))
+        }) {
+            Ok(pair) => pair,
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, "Postgres endpoint: cannot take the connection");
+                continue;
+            }
+        };
         // SASL state lives in the startup handler: one per connection.
         let handlers = handlers.for_connection();
+        let cancel = Arc::clone(&handlers.cancel);
         tokio::spawn(async move {
-            if let Err(e) = pgwire::tokio::process_socket(socket, None, handlers).await {
+            let connection = pgwire::tokio::process_socket(socket, None, handlers);
+            tokio::pin!(connection);
+            let ended = tokio::select! {
+                ended = &mut connection => ended,
+                () = peer_gone(&watched) => {
+                    tracing::debug!(%peer, "Postgres client went away; stopping its query");
+                    cancel.hang_up();
+                    connection.await
+                }
+            };
+            if let Err(e) = ended {
                 tracing::debug!(%peer, error = %e, "Postgres connection ended with an error");
             }
         });
+    }
+}
+
+/// Ready once the client has closed its end of `socket` (or it failed):
+/// looked at every [`PEER_CHECK_INTERVAL`] without taking any bytes, so
+/// pgwire still reads every message the client sent before it closed.
+async fn peer_gone(socket: &std::net::TcpStream) {
+    let mut byte = [0u8; 1];
+    loop {
+        tokio::time::sleep(PEER_CHECK_INTERVAL).await;
+        // Non-blocking, as tokio set the socket.
+        match socket.peek(&mut byte) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
     }
 }
 
@@ -149,13 +196,16 @@ impl FjordPgHandlers {
                 Auth::Scram(SASLAuthStartupHandler::new(params).with_scram(scram))
             }
         };
+        let cancel = Arc::new(QueryCancel::default());
         Arc::new(ConnectionHandlers {
             service: Arc::clone(&self.service),
             startup: Arc::new(Startup {
                 auth,
                 connections: Arc::clone(&self.connections),
+                cancel: Arc::clone(&cancel),
             }),
             connections: Arc::clone(&self.connections),
+            cancel,
         })
     }
 }
@@ -165,6 +215,9 @@ pub struct ConnectionHandlers {
     service: Arc<FjordPgService>,
     startup: Arc<Startup>,
     connections: Arc<Connections>,
+    /// The connection's cancel slot (cancel requests and a client that
+    /// goes away fire it).
+    cancel: Arc<QueryCancel>,
 }
 
 impl PgWireServerHandlers for ConnectionHandlers {
@@ -199,6 +252,7 @@ impl NoopStartupHandler for TrustStartup {}
 pub struct Startup {
     auth: Auth,
     connections: Arc<Connections>,
+    cancel: Arc<QueryCancel>,
 }
 
 /// How a connection authenticates.
@@ -227,8 +281,9 @@ impl StartupHandler for Startup {
         if started && client.session_extensions().get::<Registered>().is_none() {
             let (pid, key) = client.pid_and_secret_key();
             let key = (pid, key.to_bytes().to_vec());
-            let cancel = self.connections.register(key.clone());
-            client.session_extensions().insert(cancel);
+            self.connections
+                .register(key.clone(), Arc::clone(&self.cancel));
+            client.session_extensions().insert(Arc::clone(&self.cancel));
             client.session_extensions().insert(Registered {
                 key,
                 connections: Arc::clone(&self.connections),
@@ -251,13 +306,11 @@ pub struct Connections {
 type CancelKey = (i32, Vec<u8>);
 
 impl Connections {
-    fn register(&self, key: CancelKey) -> Arc<QueryCancel> {
-        let cancel = Arc::new(QueryCancel::default());
+    fn register(&self, key: CancelKey, cancel: Arc<QueryCancel>) {
         self.by_key
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(key, Arc::clone(&cancel));
-        cancel
+            .insert(key, cancel);
     }
 }
 
@@ -298,16 +351,33 @@ impl Drop for Registered {
 #[derive(Default)]
 struct QueryCancel {
     current: std::sync::Mutex<Option<oneshot::Sender<()>>>,
+    /// The client went away: every query message from now on is stopped.
+    hung_up: std::sync::atomic::AtomicBool,
 }
 
 impl QueryCancel {
     /// A new signal for the query message starting now; the previous
     /// message's can no longer fire, so a late cancel request cannot stop
-    /// the next query.
+    /// the next query. Fired already once the client has gone.
     fn start(&self) -> CancelSignal {
         let (fire, fired) = oneshot::channel();
-        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(fire);
+        // The flag is read under the lock `hang_up`'s fire takes after
+        // setting it, so a hang-up cannot fall between the two.
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if self.hung_up.load(std::sync::atomic::Ordering::Acquire) {
+            let _ = fire.send(());
+        } else {
+            *current = Some(fire);
+        }
         CancelSignal(Some(fired.shared()))
+    }
+
+    /// The client went away: stops the running query and every later one
+    /// (messages it sent before closing, which pgwire may still read).
+    fn hang_up(&self) {
+        self.hung_up
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.fire();
     }
 
     fn fire(&self) {

@@ -23,6 +23,20 @@ const CPU_BOUND: &str =
 /// A server, an engine with `query_timeout` on it and a Postgres client
 /// over the engine's endpoint.
 async fn connect(query_timeout: Duration) -> (TestServer, Arc<SqlEngine>, Client) {
+    let (server, engine, client, _connection) = connect_owned(query_timeout).await;
+    (server, engine, client)
+}
+
+/// [`connect`], with the task that owns the client's socket (aborting it
+/// closes the socket).
+async fn connect_owned(
+    query_timeout: Duration,
+) -> (
+    TestServer,
+    Arc<SqlEngine>,
+    Client,
+    tokio::task::JoinHandle<()>,
+) {
     let server = TestServer::start().await;
     let engine = server
         .engine_with(EngineOptions {
@@ -40,8 +54,10 @@ async fn connect(query_timeout: Duration) -> (TestServer, Arc<SqlEngine>, Client
     )
     .await
     .expect("connects");
-    tokio::spawn(connection);
-    (server, engine, client)
+    let connection = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    (server, engine, client, connection)
 }
 
 /// The connection answers a query after a stopped one.
@@ -113,6 +129,32 @@ fn a_cancel_request_stops_a_cpu_bound_query() {
             until_queries_end(&engine).await;
             still_serving(&client).await;
         }
+        server.stop().await;
+    });
+}
+
+/// A client that goes away mid-query (its socket closed, no cancel
+/// request) stops the query's work long before its timeout, though the
+/// aggregate sends nothing that would find the socket closed.
+#[test]
+fn a_client_that_goes_away_stops_its_query() {
+    within(Duration::from_secs(120), async {
+        // A timeout far past the test's bound: only the hang-up stops it.
+        let (server, engine, client, connection) = connect_owned(Duration::from_secs(3600)).await;
+        let client = Arc::new(client);
+        let running = tokio::spawn({
+            let client = Arc::clone(&client);
+            async move { client.simple_query(CPU_BOUND).await.map(drop) }
+        });
+        while engine.memory_reserved() == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        connection.abort();
+        assert!(
+            running.await.unwrap().is_err(),
+            "the client lost its socket"
+        );
+        until_queries_end(&engine).await;
         server.stop().await;
     });
 }
