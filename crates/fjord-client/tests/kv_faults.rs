@@ -209,8 +209,13 @@ async fn a_slow_server_keeps_buffered_bytes_within_the_bound() {
 }
 
 /// Looks up every id of `ids` at once (64 callers) and checks each reads
-/// its own row: `payload-{id}`.
-async fn lookup_every_id(client: &FlussClient, path: &TablePath, ids: std::ops::Range<i64>) {
+/// its own row (its id, and `payload`).
+async fn lookup_every_id(
+    client: &FlussClient,
+    path: &TablePath,
+    ids: std::ops::Range<i64>,
+    payload: &'static str,
+) {
     let lookuper = client
         .lookuper(path, LookupConfig::default())
         .await
@@ -227,7 +232,7 @@ async fn lookup_every_id(client: &FlussClient, path: &TablePath, ids: std::ops::
                         .unwrap_or_else(|e| panic!("lookup of {id}: {e}"))
                         .unwrap_or_else(|| panic!("id {id} not found"));
                     assert_eq!(row.get(0), Datum::BigInt(id));
-                    assert_eq!(row.get(1), Datum::String(&format!("payload-{id}")));
+                    assert_eq!(row.get(1), Datum::String(payload));
                 }
             })
         })
@@ -257,23 +262,9 @@ async fn lost_and_refused_lookup_answers_are_resent_with_their_keys() {
         let client = server.client().await;
         let path = TablePath::new("faults", "lookup_resend");
         create_pk_table(&client, &path, schema(), 2, &[], &[], &[]).await;
-        let mut writer = client
-            .upsert_writer(&path, WriterConfig::default())
-            .await
-            .expect("writer");
         const IDS: i64 = 3_000;
-        for id in 0..IDS {
-            let payload = format!("payload-{id}");
-            writer
-                .upsert(&[Datum::BigInt(id), Datum::String(&payload)])
-                .await
-                .expect("upsert");
-        }
-        tokio::time::timeout(HANG, writer.flush())
-            .await
-            .expect("flush in time")
-            .expect("flushed");
-        lookup_every_id(&client, &path, 0..IDS).await;
+        write_ids(&client, &path, &[], 0..IDS, "looked-up").await;
+        lookup_every_id(&client, &path, 0..IDS, "looked-up").await;
         let expected = match fault {
             Fault::DropLookupAnswers(n) | Fault::RewriteLookupAnswers { n, .. } => n,
             _ => unreachable!(),
