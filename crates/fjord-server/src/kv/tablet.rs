@@ -544,18 +544,26 @@ impl Committed {
         let mut shrunk = 0usize;
         // A row counts its key and value: an update frees the old value
         // and its key and takes them again with the new value.
+        // Each key hashed once, as it enters the prefetch window: key
+        // `i`'s hash sits at `i % PUT_PREFETCH_DISTANCE` until key
+        // `i + PUT_PREFETCH_DISTANCE` takes its place.
+        let mut hashes = [0u64; PUT_PREFETCH_DISTANCE];
         let mut ahead = run.iter();
-        for (key, _) in ahead.by_ref().take(PUT_PREFETCH_DISTANCE) {
-            self.clean.prefetch_slot(key);
+        for (hash, (key, _)) in hashes.iter_mut().zip(ahead.by_ref()) {
+            *hash = self.clean.hash(key);
+            self.clean.prefetch_slot_hashed(*hash);
         }
-        for (key, value) in run.iter() {
+        for (i, (key, value)) in run.iter().enumerate() {
+            let hash = hashes[i % PUT_PREFETCH_DISTANCE];
             if let Some((next, _)) = ahead.next() {
-                self.clean.prefetch_slot(next);
+                let next = self.clean.hash(next);
+                hashes[i % PUT_PREFETCH_DISTANCE] = next;
+                self.clean.prefetch_slot_hashed(next);
             }
             if let Some(v) = value {
                 grown += key.len() + v.len();
             }
-            if let Some(Some(old)) = self.clean.insert(key, value) {
+            if let Some(Some(old)) = self.clean.insert_hashed(hash, key, value) {
                 shrunk += key.len() + old;
             }
         }
@@ -585,9 +593,10 @@ impl Committed {
         }
     }
 
-    /// Adds one change to the active run.
-    fn insert(&mut self, key: &[u8], value: Option<&[u8]>) {
-        self.active.insert(key, value);
+    /// Adds one change (of `key`, whose [`Committed::hash`] is `hash`) to
+    /// the active run.
+    fn insert(&mut self, hash: u64, key: &[u8], value: Option<&[u8]>) {
+        self.active.insert_hashed(hash, key, value);
     }
 }
 
@@ -1629,12 +1638,13 @@ impl KvTablet {
                             Some(&value[..])
                         };
                         datums = recycle(row_datums);
-                        let existed = match committed.get_ref(committed.hash(&key), &key) {
+                        let hash = committed.hash(&key);
+                        let existed = match committed.get_ref(hash, &key) {
                             Some(v) => v.is_some(),
                             None => self.store.get(&key).map_err(storage)?.is_some(),
                         };
                         state.row_count += i64::from(new_value.is_some()) - i64::from(existed);
-                        committed.insert(&key, new_value);
+                        committed.insert(hash, &key, new_value);
                     }
                 }
                 state.offset = next;
