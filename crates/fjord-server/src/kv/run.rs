@@ -77,14 +77,9 @@ pub struct Run {
 
 impl Run {
     /// An empty run with slots for `keys` keys (a run is usually about as
-    /// large as the one before it).
-    pub fn with_capacity(keys: usize) -> Self {
-        Self::with_hasher(keys, foldhash::fast::RandomState::default())
-    }
-
-    /// An empty run with slots for `keys` keys that hashes keys with
-    /// `hasher`: runs built with one hasher take each other's
-    /// [`Run::hash`] in the `*_hashed` methods.
+    /// large as the one before it) that hashes keys with `hasher`: runs
+    /// built with one hasher take each other's [`Run::hash`] in the
+    /// `*_hashed` methods.
     pub fn with_hasher(keys: usize, hasher: foldhash::fast::RandomState) -> Self {
         Self {
             slots: if keys == 0 {
@@ -524,7 +519,7 @@ mod tests {
     /// key ends at an empty slot) and counts its keys, through every growth.
     #[test]
     fn absent_keys_read_absent_at_every_fill() {
-        let mut run = Run::with_capacity(0);
+        let mut run = Run::with_hasher(0, Default::default());
         for k in 0..300u64 {
             run.insert(&k.to_le_bytes(), Some(b"v"));
             assert_eq!(run.len(), k as usize + 1);
@@ -571,7 +566,7 @@ mod tests {
                 0..300,
             ),
         ) {
-            let mut run = Run::with_capacity(4);
+            let mut run = Run::with_hasher(4, Default::default());
             let mut model: HashMap<Vec<u8>, Option<Vec<u8>>> = HashMap::new();
             for (k, v) in &changes {
                 let key = vec![*k; usize::from(*k % 5) + 1];
