@@ -16,6 +16,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use fjord_storage::AppendInfo;
 use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 use tracing::error;
 
 use fjord_format::log_batch::{self, LogBatchError};
@@ -292,11 +293,10 @@ pub async fn handle(
             }
         }
     }
-    // One blocking-pool job waits for every bucket's fsync (group commit
-    // shares them with concurrent requests); for acks 0/1 it runs detached
-    // and makes the batches durable, and so visible, after the answer.
-    let durable = (!to_sync.is_empty())
-        .then(|| tokio::task::spawn_blocking(move || wait_durable_all(to_sync, wait_durable)));
+    // Every bucket's fsync waits on the blocking pool (group commit shares
+    // them with concurrent requests); for acks 0/1 the waits run detached
+    // and make the batches durable, and so visible, after the answer.
+    let durable = (!to_sync.is_empty()).then(|| spawn_durable_waits(to_sync, wait_durable));
     if let Some(durable) = durable.filter(|_| !awaited.is_empty()) {
         // The client's timeout bounds the wait; the append itself stands (a
         // retry with the same writer sequence is then acknowledged as a
@@ -359,49 +359,45 @@ fn run_appends(appends: Vec<Append>) -> Vec<(Append, Result<AppendInfo, ApiError
         .collect()
 }
 
-/// Waits until every `(response index, replica, last offset)` is durable
-/// (blocking). Returns each bucket's outcome when `report` (acks = -1);
-/// otherwise logs failures (acks 0/1 answered already) and returns nothing.
+/// Makes every `(response index, replica, last offset)` durable: each
+/// bucket's wait on the blocking pool beside the others (a wait may run its
+/// tablet's fsync itself, and each bucket is a tablet of its own, so one
+/// after another a request over N buckets would pay N fsync latencies
+/// instead of about one), joined by one task. Its result is each bucket's
+/// outcome when `report` (acks = -1); otherwise (acks 0/1, answered
+/// already) failures are logged and it is empty.
 ///
-/// A wait may run its tablet's fsync itself, and each bucket is a tablet of
-/// its own, so the waits run side by side (the first here, the others on
-/// scoped threads): one after another, a request over N buckets would pay
-/// N fsync latencies instead of about one. A thread per extra bucket is
-/// only started under the fsync policy, where it is small next to the
-/// fsync it overlaps.
-pub(super) fn wait_durable_all(
+/// The blocking pool keeps its threads between requests, so a request
+/// starts no thread of its own (a scoped thread per extra bucket cost a
+/// thread's creation and exit per bucket and fsync).
+pub(super) fn spawn_durable_waits(
     to_sync: Vec<(usize, Arc<Replica>, i64)>,
     report: bool,
-) -> Vec<(usize, Result<(), ApiError>)> {
-    let Some((first, rest)) = to_sync.split_first() else {
-        return Vec::new();
-    };
-    let outcomes: Vec<Result<(), ApiError>> = std::thread::scope(|scope| {
-        let others: Vec<_> = rest
-            .iter()
-            .map(|(_, replica, last_offset)| {
-                scope.spawn(move || replica.wait_durable_blocking(*last_offset))
-            })
-            .collect();
-        let mut outcomes = Vec::with_capacity(to_sync.len());
-        outcomes.push(first.1.wait_durable_blocking(first.2));
-        for other in others {
-            outcomes.push(other.join().unwrap_or_else(|_| {
+) -> JoinHandle<Vec<(usize, Result<(), ApiError>)>> {
+    let waits: Vec<_> = to_sync
+        .into_iter()
+        .map(|(response, replica, last_offset)| {
+            let bucket = replica.bucket;
+            let wait =
+                tokio::task::spawn_blocking(move || replica.wait_durable_blocking(last_offset));
+            (response, bucket, wait)
+        })
+        .collect();
+    tokio::spawn(async move {
+        let mut waited = Vec::with_capacity(if report { waits.len() } else { 0 });
+        for (response, bucket, wait) in waits {
+            let outcome = wait.await.unwrap_or_else(|e| {
                 Err(ApiError::new(
                     ErrorCode::UnknownServerError,
-                    "the durability wait panicked".to_owned(),
+                    format!("the durability wait of bucket {bucket} failed: {e}"),
                 ))
-            }));
+            });
+            if report {
+                waited.push((response, outcome));
+            } else if let Err(e) = outcome {
+                error!(bucket = %bucket, error = %e, "background fsync failed");
+            }
         }
-        outcomes
-    });
-    let mut waited = Vec::with_capacity(if report { to_sync.len() } else { 0 });
-    for ((response, replica, _), outcome) in to_sync.iter().zip(outcomes) {
-        if report {
-            waited.push((*response, outcome));
-        } else if let Err(e) = outcome {
-            error!(bucket = %replica.bucket, error = %e, "background fsync failed");
-        }
-    }
-    waited
+        waited
+    })
 }

@@ -214,11 +214,8 @@ pub async fn handle(
             }
         }
     }
-    let durable = (!to_sync.is_empty()).then(|| {
-        tokio::task::spawn_blocking(move || {
-            super::produce_log::wait_durable_all(to_sync, wait_durable)
-        })
-    });
+    let durable = (!to_sync.is_empty())
+        .then(|| super::produce_log::spawn_durable_waits(to_sync, wait_durable));
     if let Some(durable) = durable.filter(|_| !awaited.is_empty()) {
         let timeout_ms = u64::try_from(r.timeout_ms).ok().filter(|&ms| ms > 0);
         let wait = Duration::from_millis(timeout_ms.unwrap_or(PUT_WAIT_MS_MAX));
