@@ -17,7 +17,11 @@
 //! option) or at the client's cancel request (psql's Ctrl-C, a driver's
 //! cancel: SQLSTATE 57014, "canceling statement due to user request"),
 //! while it is planned or while its rows are sent; either drops the
-//! query, which stops its work (see [`crate::engine`]). A client that
+//! query, which stops its work (see [`crate::engine`]). Fjord's own
+//! statements and the catalog refresh before each statement run under
+//! the same two, so a server that stops answering holds a connection only
+//! until one of them (a DDL request already sent may still take effect on
+//! the server, as after a client's own request timeout). A client that
 //! disconnects mid-query stops it too, as a cancel request would: pgwire
 //! reads the next message only after the current one is answered, so each
 //! connection's socket is also looked at every [`PEER_CHECK_INTERVAL`]
@@ -509,13 +513,26 @@ impl FjordPgService {
     /// A concurrency slot, the deadline of a statement starting now and
     /// `cancel`, the client's cancel signal.
     fn limits(&self, cancel: &CancelSignal) -> Result<StatementLimits, SqlError> {
-        let timeout = self.engine.options().query_timeout;
-        Ok(StatementLimits {
-            _slot: self.engine.query_slot()?,
-            deadline: Instant::now() + timeout,
-            timeout,
-            cancel: cancel.clone(),
-        })
+        StatementLimits::start(&self.engine, cancel)
+    }
+
+    /// Refreshes the catalog, then parses `statement` (both under `limits`:
+    /// the refresh asks the server).
+    async fn refresh_and_parse(
+        &self,
+        limits: &StatementLimits,
+        statement: &str,
+    ) -> PgWireResult<Parsed> {
+        limits
+            .run(async {
+                self.engine
+                    .catalog()
+                    .refresh()
+                    .await
+                    .map_err(|e| pg_error(e.into()))?;
+                ddl::parse(statement).map_err(pg_error)
+            })
+            .await
     }
 
     /// Runs one of Fjord's statements; rows come back as a query response.
@@ -573,15 +590,12 @@ impl SimpleQueryHandler for FjordPgService {
         }
         let cancel = CancelSignal::start(client);
         for statement in statements {
-            self.engine
-                .catalog()
-                .refresh()
-                .await
-                .map_err(|e| pg_error(e.into()))?;
-            match ddl::parse(statement).map_err(pg_error)? {
-                Parsed::Fjord(s) => responses.push(self.run_fjord(s, &Format::UnifiedText).await?),
+            let limits = self.limits(&cancel).map_err(pg_error)?;
+            match self.refresh_and_parse(&limits, statement).await? {
+                Parsed::Fjord(s) => {
+                    responses.push(limits.run(self.run_fjord(s, &Format::UnifiedText)).await?)
+                }
                 Parsed::Query => {
-                    let limits = self.limits(&cancel).map_err(pg_error)?;
                     let answered = limits
                         .run(SimpleQueryHandler::do_query(
                             self.inner.as_ref(),
@@ -635,11 +649,20 @@ impl QueryParser for FjordParser {
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
-        self.engine
-            .catalog()
-            .refresh()
-            .await
-            .map_err(|e| pg_error(e.into()))?;
+        // The refresh asks the server: under the limits of a statement, as
+        // every other wait on the server is.
+        let limits =
+            StatementLimits::start(&self.engine, &CancelSignal::start(client)).map_err(pg_error)?;
+        limits
+            .run(async {
+                self.engine
+                    .catalog()
+                    .refresh()
+                    .await
+                    .map_err(|e| pg_error(e.into()))
+            })
+            .await?;
+        drop(limits);
         match ddl::parse(sql).map_err(pg_error)? {
             Parsed::Fjord(_) => Ok(Some((sql.to_owned(), None))),
             // A planning error (an unknown table) is reported at Parse in
@@ -707,13 +730,15 @@ impl ExtendedQueryHandler for FjordPgService {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let (sql, plan) = &portal.statement.statement;
-        if plan.is_none() && !sql.trim().is_empty() {
-            if let Parsed::Fjord(s) = ddl::parse(sql).map_err(pg_error)? {
-                return self.run_fjord(s, &portal.result_column_format).await;
-            }
-        }
         let cancel = CancelSignal::start(client);
         let limits = self.limits(&cancel).map_err(pg_error)?;
+        if plan.is_none() && !sql.trim().is_empty() {
+            if let Parsed::Fjord(s) = ddl::parse(sql).map_err(pg_error)? {
+                return limits
+                    .run(self.run_fjord(s, &portal.result_column_format))
+                    .await;
+            }
+        }
         let response = limits
             .run(ExtendedQueryHandler::do_query(
                 self.inner.as_ref(),
@@ -772,6 +797,18 @@ struct StatementLimits {
 }
 
 impl StatementLimits {
+    /// A concurrency slot of `engine`, the deadline of a statement starting
+    /// now and `cancel`, the client's cancel signal.
+    fn start(engine: &SqlEngine, cancel: &CancelSignal) -> Result<Self, SqlError> {
+        let timeout = engine.options().query_timeout;
+        Ok(Self {
+            _slot: engine.query_slot()?,
+            deadline: Instant::now() + timeout,
+            timeout,
+            cancel: cancel.clone(),
+        })
+    }
+
     fn timeout_error(&self) -> PgWireError {
         pg_error(SqlError::Limit(format!(
             "statement timeout: the query ran longer than {OPT_TIMEOUT} ({} s) and was stopped",

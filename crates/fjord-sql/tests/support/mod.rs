@@ -26,10 +26,18 @@ pub struct TestServer {
 
 impl TestServer {
     pub async fn start() -> Self {
+        Self::start_with(&[]).await
+    }
+
+    /// A server with extra server options (`key=value`).
+    pub async fn start_with(settings: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut options = Options::default();
         // Durability is not under test here.
         options.set("log.flush.interval-ms=1000").expect("option");
+        for setting in settings {
+            options.set(setting).expect("option");
+        }
         let config = ServerConfig::from_options(dir.path().to_owned(), options).expect("config");
         let server = Server::bind(config, "127.0.0.1:0")
             .await
