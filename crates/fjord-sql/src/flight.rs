@@ -9,7 +9,8 @@
 //! take effect whether or not the client fetches their result; their small
 //! result (a count, or SHOW's names) travels inside the ticket.
 //! `DoPut(CommandStatementUpdate)` runs any statement and answers the rows
-//! it touched. Names are `db.table`, as on every endpoint.
+//! it touched. Both end at `sql.query.timeout` too, as a query does: they
+//! wait on the Fjord server. Names are `db.table`, as on every endpoint.
 //!
 //! Authentication: with users configured, a `Handshake` with HTTP basic
 //! credentials answers a bearer token (kept in a bounded table, the oldest
@@ -59,7 +60,7 @@ use tonic::{Request, Response, Status, Streaming};
 pub use crate::auth::{check_auth, Users};
 use crate::catalog::CATALOG_NAME;
 use crate::ddl::{self, FjordStatement, Parsed};
-use crate::engine::{bind_types, Output, SqlEngine, DEFAULT_DATABASE};
+use crate::engine::{bind_types, Output, SqlEngine, DEFAULT_DATABASE, OPT_TIMEOUT};
 use crate::error::SqlError;
 use crate::table::FjordTable;
 
@@ -199,9 +200,29 @@ impl FjordFlightSql {
         check_basic_with(&self.users, header)
     }
 
+    /// `work`, a statement run at `GetFlightInfo` or `DoPut` (it waits on
+    /// the Fjord server), ended at `sql.query.timeout` as a query's `DoGet`
+    /// is. (A client that cancels the call drops it too.)
+    async fn bounded<T>(
+        &self,
+        work: impl std::future::Future<Output = Result<T, SqlError>>,
+    ) -> Result<T, SqlError> {
+        let timeout = self.engine.options().query_timeout;
+        tokio::time::timeout(timeout, work).await.unwrap_or_else(|_| {
+            Err(SqlError::Limit(format!(
+                "statement timeout: the statement ran longer than {OPT_TIMEOUT} ({} s) and was stopped",
+                timeout.as_secs_f64()
+            )))
+        })
+    }
+
     /// Plans `sql`; runs it now when it changes something (see the module
     /// doc), or answers its schema when it is a query.
     async fn plan(&self, sql: &str) -> Result<Planned, SqlError> {
+        self.bounded(self.plan_unbounded(sql)).await
+    }
+
+    async fn plan_unbounded(&self, sql: &str) -> Result<Planned, SqlError> {
         self.engine.catalog().refresh().await?;
         match ddl::parse(sql)? {
             Parsed::Fjord(FjordStatement::Use { database }) => Err(SqlError::Unsupported(format!(
@@ -226,6 +247,10 @@ impl FjordFlightSql {
 
     /// Runs `sql` to its end; answers the rows it touched (or returned).
     async fn update(&self, sql: &str) -> Result<i64, SqlError> {
+        self.bounded(self.update_unbounded(sql)).await
+    }
+
+    async fn update_unbounded(&self, sql: &str) -> Result<i64, SqlError> {
         if let Parsed::Fjord(FjordStatement::Use { database }) = ddl::parse(sql)? {
             return Err(SqlError::Unsupported(format!(
                 "USE {database}: on Flight SQL name tables as {database}.table"

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod silent;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
