@@ -15,6 +15,11 @@
 //! - `ts_full`: `count(*)` under a filter on `ts` that every row passes
 //!   (the full scan of the `ts` column);
 //! - `ts_selective`: the same over 1% of the time range;
+//! - `ts_none`: the same over a range before every row: every batch is
+//!   left out, so its time is what any query costs besides its reads
+//!   (planning, the catalog refresh, the high watermarks, one FetchLog a
+//!   bucket), which the summary takes out of both scans to compare the
+//!   reads alone;
 //! - `point`: `--point-queries` single-key SELECTs on the primary-key
 //!   table, each timed alone (median and p99 in µs); in-process, and again
 //!   over the server's Postgres endpoint (`--pg`, or the child server's) as
@@ -108,6 +113,13 @@ impl Queries {
                     "SELECT count(*) AS n FROM {{t}} WHERE ts >= TIMESTAMP '{}' AND ts < TIMESTAMP '{}'",
                     timestamp_literal(from),
                     timestamp_literal(to)
+                ),
+            ),
+            (
+                "ts_none",
+                format!(
+                    "SELECT count(*) AS n FROM {{t}} WHERE ts < TIMESTAMP '{}'",
+                    timestamp_literal(ts_min_ms)
                 ),
             ),
         ];
@@ -258,6 +270,15 @@ pub async fn run(run: &SqlRun) -> anyhow::Result<()> {
     }
     if let (Some(sel), Some(full)) = (fjord_ms("ts_selective"), fjord_ms("ts_full")) {
         let _ = write!(summary, ",\"ts_selective_over_full\":{:.3}", sel / full);
+        if let Some(none) = fjord_ms("ts_none") {
+            // The reads alone: each scan less what a query that reads
+            // nothing costs.
+            let _ = write!(
+                summary,
+                ",\"ts_none_ms\":{none:.1},\"ts_selective_reads_over_full_reads\":{:.3}",
+                (sel - none).max(0.0) / (full - none)
+            );
+        }
     }
     if let (Some(sel), Some(full)) = (duck_ms("ts_selective"), duck_ms("ts_full")) {
         let _ = write!(
