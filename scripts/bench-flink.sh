@@ -12,16 +12,16 @@
 # through Flink 1.20.3 and the unmodified Fluss connector 0.9.1 (the job is
 # dev.fjord.flink.FlinkBench in interop/flink, a local MiniCluster in its own
 # JVM, parallelism 1; the read selects every column). Each run prints one JSON
-# line: rows/s of each phase and the server's CPU per row (user + system ticks
-# of /proc/PID/stat over the phase): for Fjord the one `fjord server` process;
-# for Fluss the tablet server (which holds every bucket) plus the coordinator,
-# each also shown alone; ZooKeeper is not counted. Before the measured rounds,
+# line: rows/s of each phase and the server's CPU per row (each process's
+# CPU-time clock, in ns, over the phase, exited threads included; FlinkBench
+# reads it with python3): for Fjord the one `fjord server` process; for Fluss
+# the tablet server (which holds every bucket) plus the coordinator, each also
+# shown alone; ZooKeeper is not counted. Before the measured rounds,
 # one unrecorded warm-up run per server (WARMUP_ROWS) lets the JVMs compile
 # their hot paths. At the end: the medians per server and, per phase, the
 # median over rounds of the same-round ratio of server CPU per row, Fjord / Java.
 #
-# Usage: scripts/bench-flink.sh [RUNS (3)] [ROWS (5000000: enough that the
-# 10 ms CPU ticks of /proc/PID/stat resolve Fjord's CPU to a few per cent)]
+# Usage: scripts/bench-flink.sh [RUNS (3)] [ROWS (5000000)]
 # Environment: FJORD_RELEASE_BIN (default: cargo build --release -p fjord,
 # then $CARGO_TARGET_DIR/release/fjord; either way copied to BENCH_DIR so a
 # rebuild cannot replace it mid-run), CARGO_TARGET_DIR (/var/tmp/fjord-target),
@@ -41,8 +41,11 @@ mkdir -p "$BENCH_DIR"
 log() { printf 'bench-flink: %s\n' "$*" >&2; }
 
 if [[ -z ${FJORD_RELEASE_BIN:-} ]]; then
-    log "cargo build --release -p fjord"
-    (cd "$ROOT" && cargo build --release -q -p fjord)
+    # The same targets as the other bench scripts build, so that their
+    # builds share one set of artifacts (a different set unifies the
+    # dependencies' features differently and rebuilds most of them).
+    log "cargo build --release -p fjord --bin fjord --example fluss_rs_kv_bench"
+    (cd "$ROOT" && cargo build --release -q -p fjord --bin fjord --example fluss_rs_kv_bench)
     FJORD_RELEASE_BIN=$CARGO_TARGET_DIR/release/fjord
 fi
 [[ -x $FJORD_RELEASE_BIN ]] || { log "no fjord binary at $FJORD_RELEASE_BIN"; exit 1; }

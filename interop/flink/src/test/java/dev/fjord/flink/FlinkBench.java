@@ -1,7 +1,5 @@
 package dev.fjord.flink;
 
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.Locale;
 import java.util.concurrent.TimeUnit;
@@ -18,8 +16,8 @@ import org.apache.flink.util.CloseableIterator;
  * One run of the Flink benchmark against one server (scripts/bench-flink.sh alternates Fjord and
  * the Java Fluss server): datagen {@code user_behavior} rows into a 4-bucket log table (write
  * phase), then a streaming read of all of them, every column (read phase). Prints one JSON line
- * with the rows/s of each phase and the server's CPU (from /proc/PID/stat, user + system, summed
- * over the server's processes) per record, in total and per process.
+ * with the rows/s of each phase and the server's CPU (each process's CPU-time clock, in ns,
+ * summed over the server's processes) per record, in total and per process.
  *
  * <p>Args: {@code BOOTSTRAP SERVER_PIDS ROWS LABEL}, SERVER_PIDS comma-separated (Fluss: the tablet
  * server, then the coordinator). The read phase ends when 64 sentinel rows
@@ -95,10 +93,37 @@ public final class FlinkBench {
         System.exit(0);
     }
 
+    /**
+     * CPU seconds of each process so far, to the nanosecond: each process's CPU-time clock
+     * ({@code clock_gettime} on the clock id {@code clock_getcpuclockid} gives: every thread, those
+     * that have exited included). {@code /proc/PID/stat} counts in 10 ms ticks, too coarse for a
+     * phase in which Fjord uses 50-100 ms. Java has no call for another process's clock, so one
+     * {@code python3} reads them all.
+     */
     static double[] cpuSeconds(int[] pids) throws Exception {
+        String script = "import sys, time\n"
+                + "for pid in map(int, sys.argv[1:]):\n"
+                // MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED) of the kernel's posix-timers.h
+                + "    print(time.clock_gettime_ns(((~pid) << 3) | 2))\n";
+        String[] cmd = new String[3 + pids.length];
+        cmd[0] = "python3";
+        cmd[1] = "-c";
+        cmd[2] = script;
+        for (int i = 0; i < pids.length; i++) {
+            cmd[3 + i] = Integer.toString(pids[i]);
+        }
+        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes()).trim();
+        if (!p.waitFor(30, TimeUnit.SECONDS) || p.exitValue() != 0) {
+            throw new IllegalStateException("reading the servers' CPU clocks failed: " + out);
+        }
+        String[] lines = out.split("\n");
+        if (lines.length != pids.length) {
+            throw new IllegalStateException("reading the servers' CPU clocks answered: " + out);
+        }
         double[] s = new double[pids.length];
         for (int i = 0; i < pids.length; i++) {
-            s[i] = cpuSeconds(pids[i]);
+            s[i] = Long.parseLong(lines[i].trim()) / 1e9;
         }
         return s;
     }
@@ -118,26 +143,5 @@ public final class FlinkBench {
     static String perRow(double[] cpuSeconds, long rows) {
         return Arrays.stream(cpuSeconds).mapToObj(c -> String.format(Locale.ROOT, "%.1f", c * 1e9 / rows))
                 .collect(Collectors.joining(",", "[", "]"));
-    }
-
-    /** User + system CPU seconds of a process so far (fields 14 and 15 of /proc/PID/stat). */
-    static double cpuSeconds(int pid) throws Exception {
-        String stat = Files.readString(Path.of("/proc/" + pid + "/stat"));
-        String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
-        long ticks = Long.parseLong(f[11]) + Long.parseLong(f[12]);
-        return ticks / (double) CLK_TCK;
-    }
-
-    static final long CLK_TCK = clockTicks();
-
-    static long clockTicks() {
-        try {
-            Process p = new ProcessBuilder("getconf", "CLK_TCK").start();
-            String s = new String(p.getInputStream().readAllBytes()).trim();
-            p.waitFor(5, TimeUnit.SECONDS);
-            return Long.parseLong(s);
-        } catch (Exception e) {
-            return 100;
-        }
     }
 }
