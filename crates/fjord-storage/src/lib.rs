@@ -30,6 +30,7 @@
 //!            for tb in manager.discover()? { manager.open_tablet(tb, config, now_ms)? }
 //! produce    spawn_blocking: info = tablet.append(&records, now_ms)?        // pwrite, may roll
 //!                            if tablet.ack_needs_sync() { tablet.wait_durable(info.last_offset)? }
+//!            (a request over several tablets: sync_together(&tablets) first, one syncfs for all)
 //!            reply with info.first_offset (base offset); info.duplicate = retried batch
 //! fetch      tablet.read(fetch_offset, max_bytes)? -> ReadResult { records: Bytes, high_watermark, .. }
 //! offsets    log_start_offset() / high_watermark() / offset_for_timestamp(ts)?
@@ -57,4 +58,6 @@ pub use error::{Result, StorageError};
 pub use fs::{Fs, FsFile, OsFs};
 pub use manager::{LogManager, TableBucket};
 pub use tablet::rewrite::{RewriteMark, RewriteOutcome, SegmentRewrite};
-pub use tablet::{AppendInfo, FilteredRead, LogTablet, ReadResult, RetentionOutcome, SegmentInfo};
+pub use tablet::{
+    sync_together, AppendInfo, FilteredRead, LogTablet, ReadResult, RetentionOutcome, SegmentInfo,
+};

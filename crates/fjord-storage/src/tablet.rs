@@ -164,6 +164,15 @@ impl Writer {
     }
 }
 
+/// What a sync started at one moment covers: the log end then, and the
+/// active segment's length.
+#[derive(Debug)]
+struct Written {
+    end: i64,
+    len: u64,
+    active: Arc<Segment>,
+}
+
 #[derive(Debug)]
 struct SyncState {
     /// Every offset below this is durable.
@@ -713,23 +722,16 @@ impl LogTablet {
             }
             s.in_progress = true;
             drop(s);
-            let (end, len, active) = {
-                let w = lock(&self.writer);
-                (w.log_end, w.active_len, w.active().clone())
-            };
-            let result = active.file.sync_data();
+            let written = self.written();
+            let result = written.active.file.sync_data();
             s = lock(&self.sync);
             s.in_progress = false;
             if let Err(e) = result {
                 drop(s);
-                return Err(self.go_offline(&active.log_path, &e));
+                return Err(self.go_offline(&written.active.log_path, &e));
             }
-            active.publish(len, end);
-            if end > s.durable_end {
-                s.durable_end = end;
-            }
-            self.high_watermark.fetch_max(end, Ordering::AcqRel);
-            self.synced.notify_all();
+            let end = written.end;
+            self.synced_up_to(&mut s, written);
             if end <= offset {
                 // `offset` was never written: do not wait forever.
                 return Err(StorageError::OffsetOutOfRange {
@@ -739,6 +741,27 @@ impl LogTablet {
                 });
             }
         }
+    }
+
+    /// What is written so far: what a sync started now covers.
+    fn written(&self) -> Written {
+        let w = lock(&self.writer);
+        Written {
+            end: w.log_end,
+            len: w.active_len,
+            active: w.active().clone(),
+        }
+    }
+
+    /// Records that a sync covered `written` (the sync state's lock held):
+    /// its batches become durable and, in fsync mode, visible; waiters wake.
+    fn synced_up_to(&self, s: &mut SyncState, written: Written) {
+        written.active.publish(written.len, written.end);
+        if written.end > s.durable_end {
+            s.durable_end = written.end;
+        }
+        self.high_watermark.fetch_max(written.end, Ordering::AcqRel);
+        self.synced.notify_all();
     }
 
     /// With [`Durability::Interval`], fsyncs if `log.flush.interval-ms`
@@ -1182,6 +1205,90 @@ struct SegmentScan {
     bytes_since_index: u64,
     /// Why it stopped early, if it did.
     invalid: Option<Defect>,
+}
+
+/// Makes every batch written so far to `tablets` durable with one file
+/// system sync ([`crate::FsFile::sync_file_system`], Linux's `syncfs`) per file
+/// system holding two or more of them, instead of one `fdatasync` each: a
+/// request over many buckets then pays for about one sync (on ext4 one
+/// journal commit and one device cache flush, where N fdatasyncs pay N).
+/// Returns how many tablets it made durable.
+///
+/// Best effort: a tablet whose own sync is running, that is offline, alone
+/// on its file system, or on one that cannot sync as a whole (or whose
+/// sync failed: logged) is left as it was. The caller then calls
+/// [`LogTablet::wait_durable`] on each tablet as without it, which returns
+/// at once for the tablets made durable here and syncs the others file by
+/// file (reporting a failure as its own sync would). The price: the sync
+/// also writes back whatever else is dirty on the file system, as the
+/// kernel's flusher would do a little later.
+pub fn sync_together(tablets: &[&LogTablet]) -> usize {
+    // Claim each tablet's sync, as `wait_durable` does, and take what it
+    // has written: only batches written before the file system sync
+    // starts are covered by it.
+    let mut claimed: Vec<(&LogTablet, Written, Option<u64>)> = Vec::with_capacity(tablets.len());
+    for &tablet in tablets {
+        if tablet.check_online().is_err() {
+            continue;
+        }
+        let mut s = lock(&tablet.sync);
+        if s.in_progress {
+            continue;
+        }
+        s.in_progress = true;
+        let durable_end = s.durable_end;
+        drop(s);
+        let written = tablet.written();
+        if written.end <= durable_end {
+            tablet.release_sync(None);
+            continue;
+        }
+        let file_system = written.active.file.file_system_id();
+        claimed.push((tablet, written, file_system));
+    }
+    let mut done = 0;
+    while let Some((first, written, file_system)) = claimed.pop() {
+        let mut group = vec![(first, written)];
+        if let Some(id) = file_system {
+            let mut i = 0;
+            while i < claimed.len() {
+                if claimed[i].2 == Some(id) {
+                    let (tablet, written, _) = claimed.swap_remove(i);
+                    group.push((tablet, written));
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        let synced = group.len() >= 2
+            && match group[0].1.active.file.sync_file_system() {
+                Ok(synced) => synced,
+                Err(e) => {
+                    tracing::warn!(file = %group[0].1.active.log_path.display(), error = %e,
+                        "syncing the file system failed; syncing each tablet's file instead");
+                    false
+                }
+            };
+        for (tablet, written) in group {
+            tablet.release_sync(synced.then_some(written));
+            done += usize::from(synced);
+        }
+    }
+    done
+}
+
+impl LogTablet {
+    /// Ends a sync claimed by [`sync_together`]: `Some` if it covered
+    /// that, `None` if it did not run.
+    fn release_sync(&self, synced: Option<Written>) {
+        let mut s = lock(&self.sync);
+        s.in_progress = false;
+        match synced {
+            Some(written) => self.synced_up_to(&mut s, written),
+            // Waiters that joined the claimed sync run their own now.
+            None => self.synced.notify_all(),
+        }
+    }
 }
 
 /// Scans `seg` from `start_pos` (whose first batch has `start_offset`),

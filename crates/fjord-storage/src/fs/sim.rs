@@ -220,6 +220,8 @@ fn tear(durable: &[u8], written: &[u8], rng: &mut Rng) -> Vec<u8> {
 struct SimFile {
     node: Node,
     syncs_left: Arc<AtomicU64>,
+    /// The whole file system, for `sync_file_system`.
+    tree: Arc<Mutex<Tree>>,
 }
 
 impl FsFile for SimFile {
@@ -258,6 +260,22 @@ impl FsFile for SimFile {
         c.durable = c.written.clone();
         Ok(())
     }
+    fn file_system_id(&self) -> Option<u64> {
+        Some(Arc::as_ptr(&self.tree) as u64)
+    }
+    fn sync_file_system(&self) -> io::Result<bool> {
+        if !take_sync(&self.syncs_left) {
+            return Err(sync_failed());
+        }
+        // Every file's contents and every directory entry, as syncfs.
+        let mut tree = lock(&self.tree);
+        for node in tree.written.values() {
+            let mut c = lock(node);
+            c.durable = c.written.clone();
+        }
+        tree.durable = tree.written.clone();
+        Ok(true)
+    }
 }
 
 impl Fs for SimFs {
@@ -294,6 +312,7 @@ impl Fs for SimFs {
         Ok(Arc::new(SimFile {
             node,
             syncs_left: self.syncs_left.clone(),
+            tree: self.tree.clone(),
         }))
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
