@@ -124,7 +124,7 @@ fn on_the_real_file_system_syncfs_covers_tablets_in_different_directories() {
     let tablets: Vec<LogTablet> = ["a", "b"]
         .iter()
         .map(|d| {
-            LogTablet::open(Arc::new(OsFs), &dir.path().join(d), fsync_config(), 0).expect("open")
+            LogTablet::open(Arc::new(OsFs), dir.path().join(d), fsync_config(), 0).expect("open")
         })
         .collect();
     for t in &tablets {
