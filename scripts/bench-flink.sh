@@ -18,7 +18,7 @@
 # the tablet server (which holds every bucket) plus the coordinator, each also
 # shown alone; ZooKeeper is not counted. Before the measured rounds,
 # one unrecorded warm-up run per server (WARMUP_ROWS) lets the JVMs compile
-# their hot paths. At the end: the medians per server and, per phase, the
+# their hot paths; before every run, `sync` writes back what the last left. At the end: the medians per server and, per phase, the
 # median over rounds of the same-round ratio of server CPU per row, Fjord / Java.
 #
 # Usage: scripts/bench-flink.sh [RUNS (3)] [ROWS (5000000)]
@@ -110,6 +110,9 @@ fi
 
 bench() { # LABEL ROWS ROUND: one FlinkBench run, its JSON line on stdout
     local load
+    # The previous run's dirty pages written back now, not during this
+    # run's phases (where a server's own syncs would wait for them).
+    sync
     load=$(cut -d' ' -f1 /proc/loadavg)
     java -Xmx1g --add-opens=java.base/java.nio=ALL-UNNAMED --add-opens=java.base/java.lang=ALL-UNNAMED \
         --add-opens=java.base/java.util=ALL-UNNAMED -Dlog4j2.configurationFile=/dev/null -cp "$CP" \
