@@ -523,16 +523,8 @@ impl FjordPgService {
         limits: &StatementLimits,
         statement: &str,
     ) -> PgWireResult<Parsed> {
-        limits
-            .run(async {
-                self.engine
-                    .catalog()
-                    .refresh()
-                    .await
-                    .map_err(|e| pg_error(e.into()))?;
-                ddl::parse(statement).map_err(pg_error)
-            })
-            .await
+        refresh_catalog(&self.engine, limits).await?;
+        ddl::parse(statement).map_err(pg_error)
     }
 
     /// Runs one of Fjord's statements; rows come back as a query response.
@@ -653,15 +645,7 @@ impl QueryParser for FjordParser {
         // every other wait on the server is.
         let limits =
             StatementLimits::start(&self.engine, &CancelSignal::start(client)).map_err(pg_error)?;
-        limits
-            .run(async {
-                self.engine
-                    .catalog()
-                    .refresh()
-                    .await
-                    .map_err(|e| pg_error(e.into()))
-            })
-            .await?;
+        refresh_catalog(&self.engine, &limits).await?;
         drop(limits);
         match ddl::parse(sql).map_err(pg_error)? {
             Parsed::Fjord(_) => Ok(Some((sql.to_owned(), None))),
@@ -794,6 +778,20 @@ struct StatementLimits {
     deadline: Instant,
     timeout: Duration,
     cancel: CancelSignal,
+}
+
+/// Refreshes `engine`'s catalog under `limits`: the refresh asks the
+/// server, so it ends at the timeout or the cancel as a statement does.
+async fn refresh_catalog(engine: &SqlEngine, limits: &StatementLimits) -> PgWireResult<()> {
+    limits
+        .run(async {
+            engine
+                .catalog()
+                .refresh()
+                .await
+                .map_err(|e| pg_error(e.into()))
+        })
+        .await
 }
 
 impl StatementLimits {
