@@ -266,6 +266,7 @@ fn log_config(o: &Options) -> Result<LogConfig, ConfigError> {
         .unwrap_or(u32::MAX),
         batch_bytes_max: o.bytes("log.batch.max-size", d.batch_bytes_max)?,
         durability,
+        sync_file_system: o.parse("log.flush.sync-file-system", d.sync_file_system)?,
         retention_ms: match o.duration_ms("table.log.ttl")? {
             None => d.retention_ms,
             Some(ms) if ms <= 0 => None,
@@ -537,6 +538,24 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("min-dirty-ratio"), "{err}");
+    }
+
+    #[test]
+    fn the_file_system_sync_is_on_by_default_and_can_be_turned_off() {
+        let cfg = ServerConfig::with_data_dir("d".into());
+        assert_eq!(cfg.log.durability, Durability::Fsync);
+        assert!(cfg.log.sync_file_system);
+        let mut opts = Options::default();
+        opts.set("log.flush.sync-file-system=false").unwrap();
+        let cfg = ServerConfig::from_options("d".into(), opts).unwrap();
+        assert!(!cfg.log.sync_file_system);
+        assert_eq!(cfg.log.durability, Durability::Fsync);
+        let mut opts = Options::default();
+        opts.set("log.flush.sync-file-system=sometimes").unwrap();
+        let err = ServerConfig::from_options("d".into(), opts)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("log.flush.sync-file-system"), "{err}");
     }
 
     #[test]

@@ -59,6 +59,13 @@ pub struct LogConfig {
     pub batch_bytes_max: usize,
     /// When a batch is acknowledged.
     pub durability: Durability,
+    /// `log.flush.sync-file-system` (Fjord's option, default true): whether
+    /// [`crate::sync_together`] may make this tablet durable with one sync
+    /// of its whole file system (`syncfs`) shared with the other buckets
+    /// of a request. That sync also writes back whatever else is dirty on
+    /// the file system, so a server sharing its disk with heavy writers of
+    /// its own may turn it off; each bucket then syncs its own file.
+    pub sync_file_system: bool,
     /// `table.log.ttl`: delete sealed segments whose newest batch is older;
     /// `None` keeps them forever.
     pub retention_ms: Option<i64>,
@@ -80,6 +87,7 @@ impl Default for LogConfig {
             index_entries_max: DEFAULT_INDEX_ENTRIES_MAX,
             batch_bytes_max: DEFAULT_BATCH_BYTES_MAX,
             durability: Durability::Fsync,
+            sync_file_system: true,
             retention_ms: Some(DEFAULT_RETENTION_MS),
             retention_bytes: None,
             writer_expiration_ms: DEFAULT_WRITER_EXPIRATION_MS,

@@ -1216,7 +1216,8 @@ struct SegmentScan {
 ///
 /// Best effort: a tablet whose own sync is running, that is offline, alone
 /// on its file system, or on one that cannot sync as a whole (or whose
-/// sync failed: logged) is left as it was. The caller then calls
+/// sync failed: logged), or whose configuration turns it off
+/// ([`crate::LogConfig::sync_file_system`]) is left as it was. The caller then calls
 /// [`LogTablet::wait_durable`] on each tablet as without it, which returns
 /// at once for the tablets made durable here and syncs the others file by
 /// file (reporting a failure as its own sync would). The price: the sync
@@ -1228,7 +1229,7 @@ pub fn sync_together(tablets: &[&LogTablet]) -> usize {
     // starts are covered by it.
     let mut claimed: Vec<(&LogTablet, Written, Option<u64>)> = Vec::with_capacity(tablets.len());
     for &tablet in tablets {
-        if tablet.check_online().is_err() {
+        if !tablet.config.sync_file_system || tablet.check_online().is_err() {
             continue;
         }
         let mut s = lock(&tablet.sync);

@@ -4,7 +4,8 @@
 //! (the simulated disk allows exactly one sync, so one per tablet would
 //! not have sufficed). Where it cannot (the sync fails, or a tablet is
 //! alone on its file system) it changes nothing, and each tablet's own
-//! `wait_durable` syncs (or fails) as without it.
+//! `wait_durable` syncs (or fails) as without it; so too where the tablets'
+//! configuration turns it off (`log.flush.sync-file-system`).
 
 mod support;
 
@@ -116,6 +117,31 @@ fn a_tablet_alone_or_with_nothing_new_is_left_to_its_own_sync() {
         assert_eq!(t.durable_offset(), 2);
     }
     assert_eq!(sync_together(&refs), 0, "nothing new anywhere");
+}
+
+#[test]
+fn tablets_configured_without_it_are_left_to_their_own_syncs() {
+    let fs = SimFs::new();
+    let per_file = LogConfig {
+        sync_file_system: false,
+        ..fsync_config()
+    };
+    let tablets: Vec<LogTablet> = ["/a", "/b"]
+        .iter()
+        .map(|d| {
+            LogTablet::open(Arc::new(fs.clone()), Path::new(d), per_file.clone(), 0).expect("open")
+        })
+        .collect();
+    for t in &tablets {
+        t.append(&batch(2, b"payload"), 10).expect("append");
+    }
+    let refs: Vec<&LogTablet> = tablets.iter().collect();
+    assert_eq!(sync_together(&refs), 0);
+    for t in &tablets {
+        assert_eq!(t.durable_offset(), 0, "not synced by the file system sync");
+        t.wait_durable(1).expect("own sync");
+        assert_eq!(t.durable_offset(), 2);
+    }
 }
 
 #[test]
