@@ -374,45 +374,88 @@ fn run_appends(appends: Vec<Append>) -> Vec<(Append, Result<AppendInfo, ApiError
 /// Over two buckets or more, one file system sync first covers them all
 /// ([`fjord_storage::sync_together`]: a request over four buckets paid
 /// four fdatasyncs, ~100 µs of kernel CPU each here, where one syncfs
-/// costs about one); the waits then find their batches durable, or sync
-/// file by file where it could not.
+/// costs about one). The same blocking call then answers every log-table
+/// bucket the sync made durable (its wait returns at once), so a request
+/// hands work to the blocking pool once, not once per bucket; the rest
+/// (a primary-key bucket, whose wait applies its changes to the KV store,
+/// or a bucket the sync did not cover) wait beside each other as above.
 pub(super) fn spawn_durable_waits(
     to_sync: Vec<(usize, Arc<Replica>, i64)>,
     report: bool,
 ) -> JoinHandle<Vec<(usize, Result<(), ApiError>)>> {
     tokio::spawn(async move {
-        if to_sync.len() >= 2 {
-            let replicas: Vec<Arc<Replica>> = to_sync.iter().map(|(_, r, _)| r.clone()).collect();
-            let _ = tokio::task::spawn_blocking(move || {
+        let mut waited = Vec::with_capacity(if report { to_sync.len() } else { 0 });
+        let mut to_sync = to_sync;
+        let together = to_sync
+            .iter()
+            .filter(|(_, r, _)| r.tablet.config().sync_file_system)
+            .count();
+        if together >= 2 {
+            let replicas: Vec<(Arc<Replica>, i64)> =
+                to_sync.iter().map(|(_, r, o)| (r.clone(), *o)).collect();
+            // Per bucket, its outcome if the file system sync answered it.
+            let answered = tokio::task::spawn_blocking(move || {
                 let tablets: Vec<&fjord_storage::LogTablet> =
-                    replicas.iter().map(|r| &*r.tablet).collect();
-                fjord_storage::sync_together(&tablets)
+                    replicas.iter().map(|(r, _)| &*r.tablet).collect();
+                fjord_storage::sync_together(&tablets);
+                replicas
+                    .iter()
+                    .map(|(replica, last_offset)| {
+                        (replica.kv.is_none() && replica.tablet.durable_offset() > *last_offset)
+                            .then(|| replica.wait_durable_blocking(*last_offset))
+                    })
+                    .collect::<Vec<_>>()
             })
-            .await;
+            .await
+            // Had it failed, every bucket still waits below.
+            .unwrap_or_default();
+            let mut answered = answered.into_iter();
+            let mut rest = Vec::with_capacity(to_sync.len());
+            for (response, replica, last_offset) in to_sync {
+                match answered.next().flatten() {
+                    Some(outcome) => record(&mut waited, report, response, &replica, outcome),
+                    None => rest.push((response, replica, last_offset)),
+                }
+            }
+            to_sync = rest;
         }
         let waits: Vec<_> = to_sync
             .into_iter()
             .map(|(response, replica, last_offset)| {
-                let bucket = replica.bucket;
+                let waiter = replica.clone();
                 let wait =
-                    tokio::task::spawn_blocking(move || replica.wait_durable_blocking(last_offset));
-                (response, bucket, wait)
+                    tokio::task::spawn_blocking(move || waiter.wait_durable_blocking(last_offset));
+                (response, replica, wait)
             })
             .collect();
-        let mut waited = Vec::with_capacity(if report { waits.len() } else { 0 });
-        for (response, bucket, wait) in waits {
+        for (response, replica, wait) in waits {
             let outcome = wait.await.unwrap_or_else(|e| {
                 Err(ApiError::new(
                     ErrorCode::UnknownServerError,
-                    format!("the durability wait of bucket {bucket} failed: {e}"),
+                    format!(
+                        "the durability wait of bucket {} failed: {e}",
+                        replica.bucket
+                    ),
                 ))
             });
-            if report {
-                waited.push((response, outcome));
-            } else if let Err(e) = outcome {
-                error!(bucket = %bucket, error = %e, "background fsync failed");
-            }
+            record(&mut waited, report, response, &replica, outcome);
         }
         waited
     })
+}
+
+/// Keeps a bucket's durability outcome for the answer (`report`), or logs
+/// its failure (acks 0/1: answered already).
+fn record(
+    waited: &mut Vec<(usize, Result<(), ApiError>)>,
+    report: bool,
+    response: usize,
+    replica: &Replica,
+    outcome: Result<(), ApiError>,
+) {
+    if report {
+        waited.push((response, outcome));
+    } else if let Err(e) = outcome {
+        error!(bucket = %replica.bucket, error = %e, "background fsync failed");
+    }
 }
