@@ -27,6 +27,10 @@
 # rebuild cannot replace it mid-run), CARGO_TARGET_DIR (/var/tmp/fjord-target),
 # BENCH_DIR (a fresh temporary directory), WARMUP_ROWS (2000000; 0 skips it),
 # FJORD_INTERVAL_FLUSH (1: also a fjord server without fsync per write, below),
+# FJORD_PER_FILE_SYNC (1: also a fjord server syncing each bucket's file, with
+# log.flush.sync-file-system=false), FJORD_BASELINE_BIN (another fjord binary,
+# say an earlier build, run as a fourth server `fjord-baseline` with the
+# default durability: two builds compared within one run),
 # FLUSS_TABLET_SERVER_JAVA_OPTS (-Xmx2g -XX:+UseG1GC). Results also go to
 # BENCH_DIR/results.jsonl; the servers' data directories are removed at exit.
 set -euo pipefail
@@ -51,6 +55,11 @@ fi
 [[ -x $FJORD_RELEASE_BIN ]] || { log "no fjord binary at $FJORD_RELEASE_BIN"; exit 1; }
 cp "$FJORD_RELEASE_BIN" "$BENCH_DIR/fjord"
 FJORD_RELEASE_BIN=$BENCH_DIR/fjord
+if [[ -n ${FJORD_BASELINE_BIN:-} ]]; then
+    [[ -x $FJORD_BASELINE_BIN ]] || { log "no fjord binary at $FJORD_BASELINE_BIN"; exit 1; }
+    cp "$FJORD_BASELINE_BIN" "$BENCH_DIR/fjord-baseline"
+    FJORD_BASELINE_BIN=$BENCH_DIR/fjord-baseline
+fi
 
 log "resolving interop/flink's test classpath"
 mvn -q -B -o -f "$ROOT/interop/flink" test-compile dependency:build-classpath \
@@ -66,7 +75,7 @@ cleanup() {
         kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
     done
     bash "$ROOT/scripts/fluss-java-server.sh" stop "$BENCH_DIR/fluss" >/dev/null 2>&1 || true
-    rm -rf "$BENCH_DIR"/fjord-data* "$BENCH_DIR/fluss/data" "$BENCH_DIR/fjord"
+    rm -rf "$BENCH_DIR"/fjord-data* "$BENCH_DIR/fluss/data" "$BENCH_DIR/fjord" "$BENCH_DIR/fjord-baseline"
 }
 trap cleanup EXIT
 
@@ -78,12 +87,13 @@ declare -A ADDR PIDS
 ADDR[fluss-java]=$bootstrap
 PIDS[fluss-java]=$tablet_server_pid,$coordinator_pid
 
-start_fjord() { # LABEL [fjord server args...]: starts one, records its address and pid
-    local label=$1 addr=
+start_fjord() { # LABEL [fjord server args...]: starts one (FJORD_BIN, or the
+    # release binary), records its address and pid
+    local label=$1 addr= bin=${FJORD_BIN:-$FJORD_RELEASE_BIN}
     shift
-    log "starting $label: $FJORD_RELEASE_BIN server $*"
+    log "starting $label: $bin server $*"
     mkdir -p "$BENCH_DIR/fjord-data-$label"
-    RUST_LOG=${RUST_LOG:-info} "$FJORD_RELEASE_BIN" server --listen 127.0.0.1:0 \
+    RUST_LOG=${RUST_LOG:-info} "$bin" server --listen 127.0.0.1:0 \
         --data-dir "$BENCH_DIR/fjord-data-$label" "$@" 2>"$BENCH_DIR/$label.log" >/dev/null </dev/null &
     FJORD_PIDS+=($!)
     PIDS[$label]=$!
@@ -106,6 +116,14 @@ SERVERS=(fjord fluss-java)
 if [[ ${FJORD_INTERVAL_FLUSH:-1} == 1 ]]; then
     start_fjord fjord-no-fsync --set log.flush.interval-messages=9223372036854775807
     SERVERS=(fjord fjord-no-fsync fluss-java)
+fi
+if [[ ${FJORD_PER_FILE_SYNC:-0} == 1 ]]; then
+    start_fjord fjord-fdatasync --set log.flush.sync-file-system=false
+    SERVERS+=(fjord-fdatasync)
+fi
+if [[ -n ${FJORD_BASELINE_BIN:-} ]]; then
+    FJORD_BIN=$FJORD_BASELINE_BIN start_fjord fjord-baseline
+    SERVERS+=(fjord-baseline)
 fi
 
 bench() { # LABEL ROWS ROUND: one FlinkBench run, its JSON line on stdout
