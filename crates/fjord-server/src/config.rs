@@ -474,6 +474,20 @@ impl ServerConfig {
 mod tests {
     use super::*;
 
+    /// The configuration from these `--set` settings.
+    fn configured(settings: &[&str]) -> Result<ServerConfig, ConfigError> {
+        let mut opts = Options::default();
+        for setting in settings {
+            opts.set(setting).unwrap();
+        }
+        ServerConfig::from_options("d".into(), opts)
+    }
+
+    /// The error these settings are refused with.
+    fn refused(settings: &[&str]) -> String {
+        configured(settings).unwrap_err().to_string()
+    }
+
     #[test]
     fn yaml_and_set_override_defaults() {
         let dir = tempfile::tempdir().unwrap();
@@ -497,15 +511,10 @@ mod tests {
 
     #[test]
     fn bad_values_name_the_option() {
-        let mut opts = Options::default();
-        opts.set("fjord.server.connections-max=0").unwrap();
-        let err = ServerConfig::from_options("d".into(), opts)
-            .unwrap_err()
-            .to_string();
+        let err = refused(&["fjord.server.connections-max=0"]);
         assert!(err.contains("fjord.server.connections-max"), "{err}");
-        let mut opts = Options::default();
-        opts.set("fjord.server.frame-bytes-max=lots").unwrap();
-        assert!(ServerConfig::from_options("d".into(), opts).is_err());
+        let err = refused(&["fjord.server.frame-bytes-max=lots"]);
+        assert!(err.contains("fjord.server.frame-bytes-max"), "{err}");
         assert!(Options::default().set("novalue").is_err());
     }
 
@@ -516,13 +525,12 @@ mod tests {
             cfg.kv_changelog_compaction,
             ChangelogCompactionOptions::default()
         );
-        let mut opts = Options::default();
-        opts.set("kv.changelog-compaction.index-size=1mb").unwrap();
-        opts.set("kv.changelog-compaction.min-dirty-ratio=0")
-            .unwrap();
-        opts.set("kv.changelog-compaction.delete-retention=0")
-            .unwrap();
-        let cfg = ServerConfig::from_options("d".into(), opts).unwrap();
+        let cfg = configured(&[
+            "kv.changelog-compaction.index-size=1mb",
+            "kv.changelog-compaction.min-dirty-ratio=0",
+            "kv.changelog-compaction.delete-retention=0",
+        ])
+        .unwrap();
         assert_eq!(
             cfg.kv_changelog_compaction,
             ChangelogCompactionOptions {
@@ -531,12 +539,7 @@ mod tests {
                 delete_retention_ms: 0,
             }
         );
-        let mut opts = Options::default();
-        opts.set("kv.changelog-compaction.min-dirty-ratio=1.5")
-            .unwrap();
-        let err = ServerConfig::from_options("d".into(), opts)
-            .unwrap_err()
-            .to_string();
+        let err = refused(&["kv.changelog-compaction.min-dirty-ratio=1.5"]);
         assert!(err.contains("min-dirty-ratio"), "{err}");
     }
 
@@ -545,16 +548,10 @@ mod tests {
         let cfg = ServerConfig::with_data_dir("d".into());
         assert_eq!(cfg.log.durability, Durability::Fsync);
         assert!(cfg.log.sync_file_system);
-        let mut opts = Options::default();
-        opts.set("log.flush.sync-file-system=false").unwrap();
-        let cfg = ServerConfig::from_options("d".into(), opts).unwrap();
+        let cfg = configured(&["log.flush.sync-file-system=false"]).unwrap();
         assert!(!cfg.log.sync_file_system);
         assert_eq!(cfg.log.durability, Durability::Fsync);
-        let mut opts = Options::default();
-        opts.set("log.flush.sync-file-system=sometimes").unwrap();
-        let err = ServerConfig::from_options("d".into(), opts)
-            .unwrap_err()
-            .to_string();
+        let err = refused(&["log.flush.sync-file-system=sometimes"]);
         assert!(err.contains("log.flush.sync-file-system"), "{err}");
     }
 
