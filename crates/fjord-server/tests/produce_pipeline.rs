@@ -275,6 +275,37 @@ async fn an_acks_one_batch_becomes_visible_without_a_later_write() {
     server.stop().await;
 }
 
+/// acks = 1 over several buckets: answered before durability, then one
+/// file system sync covers the buckets in the background. Each bucket's
+/// rows must still become durable and visible (the sync's outcome is not
+/// reported to anyone, but its buckets are published).
+#[tokio::test]
+async fn an_acks_one_request_over_several_buckets_becomes_visible_in_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, mut c, info) = server_with_log_table(dir.path()).await;
+    let request = produce(
+        info.table_id,
+        vec![
+            (0, batch(0..3, 1, None)),
+            (1, batch(10..14, 1, None)),
+            (2, batch(20..25, 1, None)),
+        ],
+        1,
+    );
+    let Response::ProduceLog(r) = c.call(request).await.expect("produce") else {
+        panic!()
+    };
+    assert!(r.buckets_resp.iter().all(|b| b.error_code.is_none()));
+    for (bucket, ids) in [(0, 0..3), (1, 10..14), (2, 20..25)] {
+        assert_eq!(
+            fetched_ids(&mut c, info.table_id, bucket, 30_000).await,
+            ids.collect::<Vec<_>>(),
+            "bucket {bucket}"
+        );
+    }
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn large_frames_back_to_back_each_keep_their_own_bytes_when_buffers_are_reused() {
     let dir = tempfile::tempdir().unwrap();
