@@ -18,8 +18,9 @@
 # the tablet server (which holds every bucket) plus the coordinator, each also
 # shown alone; ZooKeeper is not counted. Before the measured rounds,
 # one unrecorded warm-up run per server (WARMUP_ROWS) lets the JVMs compile
-# their hot paths; before every run, `sync` writes back what the last left. At the end: the medians per server and, per phase, the
-# median over rounds of the same-round ratio of server CPU per row, Fjord / Java.
+# their hot paths; before every run, `sync` writes back what the last left.
+# At the end: the medians per server and, per phase, the median over rounds
+# of the same-round ratio of server CPU per row, Fjord / Java.
 #
 # Usage: scripts/bench-flink.sh [RUNS (3)] [ROWS (5000000)]
 # Environment: FJORD_RELEASE_BIN (default: cargo build --release -p fjord,
@@ -29,7 +30,7 @@
 # FJORD_INTERVAL_FLUSH (1: also a fjord server without fsync per write, below),
 # FJORD_PER_FILE_SYNC (1: also a fjord server syncing each bucket's file, with
 # log.flush.sync-file-system=false), FJORD_BASELINE_BIN (another fjord binary,
-# say an earlier build, run as a fourth server `fjord-baseline` with the
+# say an earlier build, run as a further server `fjord-baseline` with the
 # default durability: two builds compared within one run),
 # FLUSS_TABLET_SERVER_JAVA_OPTS (-Xmx2g -XX:+UseG1GC). Results also go to
 # BENCH_DIR/results.jsonl; the servers' data directories are removed at exit.

@@ -1217,12 +1217,12 @@ struct SegmentScan {
 /// Best effort: a tablet whose own sync is running, that is offline, alone
 /// on its file system, or on one that cannot sync as a whole (or whose
 /// sync failed: logged), or whose configuration turns it off
-/// ([`crate::LogConfig::sync_file_system`]) is left as it was. The caller then calls
-/// [`LogTablet::wait_durable`] on each tablet as without it, which returns
-/// at once for the tablets made durable here and syncs the others file by
-/// file (reporting a failure as its own sync would). The price: the sync
-/// also writes back whatever else is dirty on the file system, as the
-/// kernel's flusher would do a little later.
+/// ([`crate::LogConfig::sync_file_system`]) is left as it was. The caller
+/// then calls [`LogTablet::wait_durable`] on each tablet as without it,
+/// which returns at once for the tablets made durable here and syncs the
+/// others file by file (reporting a failure as its own sync would). The
+/// price: the sync also writes back whatever else is dirty on the file
+/// system, as the kernel's flusher would do a little later.
 pub fn sync_together(tablets: &[&LogTablet]) -> usize {
     // Claim each tablet's sync, as `wait_durable` does, and take what it
     // has written: only batches written before the file system sync
