@@ -277,3 +277,70 @@ async fn lost_and_refused_lookup_answers_are_resent_with_their_keys() {
         server.stop().await;
     }
 }
+
+/// A key holds one of `client.lookup.queue-size` places until it is
+/// answered, with a row or with an error. With room for 4 keys and retries
+/// off, the keys of 8 refused answers fail (at least 8 of them, more than
+/// the room), and their places come back: afterwards every id is looked up
+/// by 16 callers, which would wait forever on a room that kept them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookups_failed_by_the_server_give_back_their_places_in_the_queue() {
+    const REFUSED: usize = 8;
+    let server = TestServer::start_behind_proxy(Fault::RewriteLookupAnswers {
+        n: REFUSED,
+        error_code: 11,
+    })
+    .await;
+    let client = server.client().await;
+    let path = TablePath::new("faults", "lookup_room");
+    create_pk_table(&client, &path, schema(), 2, &[], &[], &[]).await;
+    const IDS: i64 = 600;
+    write_ids(&client, &path, &[], 0..IDS, "roomy").await;
+    let config = LookupConfig::from_options([
+        ("client.lookup.queue-size", "4"),
+        ("client.lookup.max-retries", "0"),
+    ])
+    .expect("lookup options");
+    let lookuper = client.lookuper(&path, config).await.expect("lookuper");
+    let callers: Vec<_> = (0..16)
+        .map(|caller| {
+            let lookuper = lookuper.clone();
+            tokio::spawn(async move {
+                let mut failed = 0;
+                for id in (0..IDS).filter(|id| id % 16 == caller) {
+                    // A refused key is looked up again by its caller.
+                    loop {
+                        match lookuper.lookup(&[Datum::BigInt(id)]).await {
+                            Ok(row) => {
+                                let row = row.unwrap_or_else(|| panic!("id {id} not found"));
+                                assert_eq!(row.get(1), Datum::String("roomy"));
+                                break;
+                            }
+                            Err(e) => {
+                                assert!(
+                                    e.to_string().contains("KV_STORAGE_EXCEPTION"),
+                                    "id {id}: {e}"
+                                );
+                                failed += 1;
+                            }
+                        }
+                    }
+                }
+                failed
+            })
+        })
+        .collect();
+    let mut failed = 0;
+    for caller in callers {
+        failed += tokio::time::timeout(HANG, caller)
+            .await
+            .expect("lookups in time: places of failed keys not given back?")
+            .expect("a caller failed");
+    }
+    assert!(
+        (REFUSED..=REFUSED * 4).contains(&failed),
+        "{failed} lookups failed; {REFUSED} answers of at most 4 keys each were refused"
+    );
+    assert_eq!(server.dropped.load(Ordering::SeqCst), REFUSED);
+    server.stop().await;
+}

@@ -42,6 +42,7 @@ use tokio::sync::{oneshot, Notify};
 use tokio::task::JoinSet;
 
 use super::config::{LookupConfig, REQUESTS_PER_SERVER_MAX};
+use super::key::KeyBytes;
 use crate::admin::TableInfo;
 use crate::client::FlussClient;
 use crate::connection::ServerConnection;
@@ -67,46 +68,44 @@ impl Reply {
     }
 }
 
-/// One key to look up.
+/// One key to look up. It holds one of the inbox's
+/// `client.lookup.queue-size` places, which the batcher gives back once it
+/// has answered the key, with a value or an error (its `answered` count).
 pub(crate) struct Job {
     partition: Option<i64>,
     bucket: i32,
-    key: Bytes,
+    key: KeyBytes,
     reply: Reply,
     /// Resends so far.
     attempts: u32,
-    /// Its place among `client.lookup.queue-size` keys, given back when the
-    /// job is answered (dropped).
-    _room: Place,
 }
 
 /// `client.lookup.queue-size` places for keys not yet answered: a count
 /// under the limit, and a wake-up for callers waiting for a place. A
-/// tokio semaphore did the same with a lock taken at every release; this
-/// is one atomic add to take a place and one to give it back.
+/// caller takes a place with one atomic add; the batcher gives back all
+/// the places of the keys it answered at once, so the count's cache line
+/// does not move between threads for every key.
 pub(crate) struct Room {
     taken: AtomicUsize,
     limit: usize,
     freed: Notify,
 }
 
-/// One place in a [`Room`], given back when dropped.
-pub(crate) struct Place(Arc<Room>);
-
 impl Room {
-    pub(crate) fn new(limit: usize) -> Arc<Self> {
-        Arc::new(Self {
+    pub(crate) fn new(limit: usize) -> Self {
+        Self {
             taken: AtomicUsize::new(0),
             limit: limit.max(1),
             freed: Notify::new(),
-        })
+        }
     }
 
-    /// A place, once one is free.
-    pub(crate) async fn take(self: &Arc<Self>) -> Place {
+    /// Takes a place, once one is free. The place is held until
+    /// [`Room::give_back`] returns it.
+    pub(crate) async fn take(&self) {
         loop {
             if self.try_take() {
-                return Place(Arc::clone(self));
+                return;
             }
             // Registered before checking again, so a place given back
             // after this check wakes this caller.
@@ -114,7 +113,7 @@ impl Room {
             tokio::pin!(freed);
             freed.as_mut().enable();
             if self.try_take() {
-                return Place(Arc::clone(self));
+                return;
             }
             freed.await;
         }
@@ -138,14 +137,15 @@ impl Room {
     fn taken(&self) -> usize {
         self.taken.load(Ordering::Acquire)
     }
-}
 
-impl Drop for Place {
-    fn drop(&mut self) {
-        let room = &*self.0;
+    /// Gives back `places` taken places, waking the callers waiting for one.
+    pub(crate) fn give_back(&self, places: usize) {
+        if places == 0 {
+            return;
+        }
         // Someone may wait only while every place is taken.
-        if room.taken.fetch_sub(1, Ordering::AcqRel) >= room.limit {
-            room.freed.notify_waiters();
+        if self.taken.fetch_sub(places, Ordering::AcqRel) >= self.limit {
+            self.freed.notify_waiters();
         }
     }
 }
@@ -160,7 +160,7 @@ pub(crate) struct Inbox {
     /// batcher after each dispatch; at most a full request).
     ready_at: AtomicUsize,
     /// `client.lookup.queue-size` places for keys not yet answered.
-    room: Arc<Room>,
+    room: Room,
     /// Every lookuper handle is gone.
     closed: AtomicBool,
 }
@@ -184,17 +184,18 @@ impl Inbox {
         &self,
         partition: Option<i64>,
         bucket: i32,
-        key: Bytes,
+        key: KeyBytes,
         reply: Reply,
     ) {
-        let room = self.room.take().await;
+        // No await between the place and the push: a caller that gives up
+        // (drops this future) holds no place.
+        self.room.take().await;
         let job = Job {
             partition,
             bucket,
             key,
             reply,
             attempts: 0,
-            _room: room,
         };
         let waiting = {
             let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
@@ -277,10 +278,6 @@ impl Values {
 struct Answer {
     request: Request,
     result: Result<Vec<BucketAnswer>>,
-    /// The request's keys, per group in order: moved into the request
-    /// when it was built (a copy of each key's handle would cost an
-    /// allocation and two atomic counts per lookup), back for resends.
-    keys: Vec<Vec<Bytes>>,
 }
 
 /// The batcher; see the module doc.
@@ -301,6 +298,9 @@ pub(crate) struct Batcher {
     delayed: Vec<(Instant, Job)>,
     requests: JoinSet<Answer>,
     inflight: usize,
+    /// Keys answered (or failed) since their places were last given back
+    /// to the inbox's room.
+    answered: usize,
 }
 
 impl Batcher {
@@ -323,12 +323,14 @@ impl Batcher {
             delayed: Vec::new(),
             requests: JoinSet::new(),
             inflight: 0,
+            answered: 0,
         }
     }
 
     /// Runs until every lookuper handle is gone and every key is answered.
     pub(crate) async fn run(mut self) {
         loop {
+            self.give_back_places();
             self.take_arrived();
             self.dispatch();
             if self.inbox.closed.load(Ordering::Acquire) && self.is_idle() {
@@ -342,6 +344,7 @@ impl Batcher {
                         Ok(answer) => self.on_answer(answer),
                         Err(e) => tracing::error!(error = %e, "lookup request task failed"),
                     }
+                    self.give_back_places();
                     // The callers just answered run first and leave their
                     // next keys, which then join the next request.
                     tokio::task::yield_now().await;
@@ -353,6 +356,13 @@ impl Batcher {
                 _ = sleep_until(wake), if wake.is_some() => self.release_due(),
             }
         }
+    }
+
+    /// Gives back the places of the keys answered since the last call.
+    fn give_back_places(&mut self) {
+        self.inbox
+            .room
+            .give_back(std::mem::take(&mut self.answered));
     }
 
     /// Routes every key callers left since the last look.
@@ -395,6 +405,7 @@ impl Batcher {
             }
             None if self.routes.contains_key(&job.partition) => {
                 let bucket = job.bucket;
+                self.answered += 1;
                 job.reply.fail(ClientError::Invalid(format!(
                     "bucket {bucket} is outside {}",
                     self.table.path
@@ -542,18 +553,37 @@ impl Batcher {
     }
 
     /// Spawns one request's round trip.
-    fn send(&mut self, connection: ServerConnection, mut request: Request) {
+    fn send(&mut self, connection: ServerConnection, request: Request) {
         let table_id = self.table.table_id;
         let wait = self.config.request_timeout + ANSWER_GRACE;
-        let keys = |jobs: &mut Vec<Job>| {
-            jobs.iter_mut()
-                .map(|j| std::mem::take(&mut j.key))
+        // The request's keys, copied into one buffer of this thread's: the
+        // jobs keep theirs for resends.
+        let total = (request.groups.iter())
+            .flat_map(|(_, jobs)| jobs)
+            .map(|job| job.key.as_slice().len())
+            .sum();
+        let mut all = Vec::with_capacity(total);
+        for (_, jobs) in &request.groups {
+            for job in jobs {
+                all.extend_from_slice(job.key.as_slice());
+            }
+        }
+        let all = Bytes::from(all);
+        let mut at = 0;
+        let mut keys = |jobs: &Vec<Job>| -> Vec<Bytes> {
+            jobs.iter()
+                .map(|job| {
+                    let end = at + job.key.as_slice().len();
+                    let key = all.slice(at..end);
+                    at = end;
+                    key
+                })
                 .collect()
         };
         let call = if request.prefix {
             let buckets_req = request
                 .groups
-                .iter_mut()
+                .iter()
                 .map(
                     |((partition_id, bucket_id), jobs)| pb::PbPrefixLookupReqForBucket {
                         partition_id: *partition_id,
@@ -571,7 +601,7 @@ impl Batcher {
         } else {
             let buckets_req = request
                 .groups
-                .iter_mut()
+                .iter()
                 .map(
                     |((partition_id, bucket_id), jobs)| pb::PbLookupReqForBucket {
                         partition_id: *partition_id,
@@ -603,21 +633,12 @@ impl Batcher {
                     )),
                 }),
             };
-            let keys = call.into_keys();
-            Answer {
-                request,
-                result,
-                keys,
-            }
+            Answer { request, result }
         });
     }
 
     fn on_answer(&mut self, answer: Answer) {
-        let Answer {
-            request,
-            result,
-            keys,
-        } = answer;
+        let Answer { request, result } = answer;
         self.inflight -= 1;
         self.inbox.inflight.fetch_sub(1, Ordering::AcqRel);
         let server = &mut self.servers[request.server];
@@ -631,17 +652,15 @@ impl Batcher {
         let mut answers = match result {
             Ok(answers) => answers,
             Err(error) => {
-                for ((_, jobs), keys) in request.groups.into_iter().zip(keys) {
-                    for job in with_keys(jobs, keys) {
+                for (_, jobs) in request.groups {
+                    for job in jobs {
                         self.retry_or_fail(job, &error);
                     }
                 }
                 return;
             }
         };
-        let mut keys = keys.into_iter();
         for (i, ((partition, bucket), jobs)) in request.groups.into_iter().enumerate() {
-            let group_keys = keys.next().unwrap_or_default();
             // Answers come in request order: try the same position first.
             let matches = |a: &BucketAnswer| a.bucket_id == bucket && a.partition_id == partition;
             let at = if answers.get(i).is_some_and(matches) {
@@ -654,6 +673,7 @@ impl Batcher {
                     api: api.name(),
                     message: format!("no answer for bucket {bucket} (partition {partition:?})"),
                 };
+                self.answered += jobs.len();
                 jobs.into_iter()
                     .for_each(|job| job.reply.fail(error.duplicate()));
                 continue;
@@ -666,7 +686,7 @@ impl Batcher {
                         .unwrap_or(ErrorCode::UnknownServerError)
                         .with_message(message.unwrap_or_default()),
                 );
-                for job in with_keys(jobs, group_keys) {
+                for job in jobs {
                     self.retry_or_fail(job, &error);
                 }
                 continue;
@@ -680,11 +700,13 @@ impl Batcher {
                         jobs.len()
                     ),
                 };
+                self.answered += jobs.len();
                 jobs.into_iter()
                     .for_each(|job| job.reply.fail(error.duplicate()));
                 continue;
             }
             let values = std::mem::replace(&mut answer.values, Values::Point(Vec::new()));
+            self.answered += jobs.len();
             complete(jobs, values);
         }
     }
@@ -696,6 +718,7 @@ impl Batcher {
         // KV_STORAGE_EXCEPTION is retriable (a busy store), as Fluss's
         // `KvStorageException` extends `RetriableException`.
         if !error.is_retriable() || job.attempts >= self.config.max_retries {
+            self.answered += 1;
             job.reply.fail(error.duplicate());
             return;
         }
@@ -739,14 +762,6 @@ fn request_target(outstanding: usize, full: usize) -> usize {
         .clamp(1, full.max(1))
 }
 
-/// `jobs` with the keys their request took back, for a resend.
-fn with_keys(mut jobs: Vec<Job>, keys: Vec<Bytes>) -> Vec<Job> {
-    for (job, key) in jobs.iter_mut().zip(keys) {
-        job.key = key;
-    }
-    jobs
-}
-
 /// Answers each of `jobs` with its value, in order.
 fn complete(jobs: Vec<Job>, values: Values) {
     match values {
@@ -778,14 +793,6 @@ impl Call {
         match self {
             Call::Point(_) => ApiKey::Lookup,
             Call::Prefix(_) => ApiKey::PrefixLookup,
-        }
-    }
-
-    /// The request's keys, per bucket in order.
-    fn into_keys(self) -> Vec<Vec<Bytes>> {
-        match self {
-            Call::Point(request) => request.buckets_req.into_iter().map(|b| b.keys).collect(),
-            Call::Prefix(request) => request.buckets_req.into_iter().map(|b| b.keys).collect(),
         }
     }
 
@@ -884,15 +891,39 @@ mod tests {
             "nothing was given back"
         );
 
-        drop(first);
+        room.give_back(1);
         let third = poll_once(third.as_mut());
         assert!(
             third.is_ready(),
             "a place given back goes to the waiting caller"
         );
         assert_eq!(room.taken(), 2);
-        drop((second, third));
+        room.give_back(2);
         assert_eq!(room.taken(), 0, "every place is given back");
+    }
+
+    #[test]
+    fn places_given_back_together_go_to_as_many_waiting_callers() {
+        let room = Room::new(2);
+        for _ in 0..2 {
+            assert!(poll_once(std::pin::pin!(room.take())).is_ready());
+        }
+        let mut third = std::pin::pin!(room.take());
+        let mut fourth = std::pin::pin!(room.take());
+        let mut fifth = std::pin::pin!(room.take());
+        for waiting in [third.as_mut(), fourth.as_mut()] {
+            assert!(poll_once(waiting).is_pending(), "the room is full");
+        }
+        assert!(poll_once(fifth.as_mut()).is_pending(), "the room is full");
+
+        room.give_back(2);
+        assert!(poll_once(third.as_mut()).is_ready());
+        assert!(poll_once(fourth.as_mut()).is_ready());
+        assert!(
+            poll_once(fifth.as_mut()).is_pending(),
+            "two places went back, and two callers took them"
+        );
+        assert_eq!(room.taken(), 2);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -900,7 +931,7 @@ mod tests {
         // More callers than places, on two threads, each holding its place
         // across a yield: every one gets its places (the test ends), and
         // no more callers hold a place at once than the room has.
-        let room = Room::new(3);
+        let room = Arc::new(Room::new(3));
         let holding = Arc::new(AtomicUsize::new(0));
         let most = Arc::new(AtomicUsize::new(0));
         let tasks: Vec<_> = (0..64)
@@ -909,12 +940,12 @@ mod tests {
                     (Arc::clone(&room), Arc::clone(&holding), Arc::clone(&most));
                 tokio::spawn(async move {
                     for _ in 0..50 {
-                        let place = room.take().await;
+                        room.take().await;
                         let now = holding.fetch_add(1, Ordering::AcqRel) + 1;
                         most.fetch_max(now, Ordering::AcqRel);
                         tokio::task::yield_now().await;
                         holding.fetch_sub(1, Ordering::AcqRel);
-                        drop(place);
+                        room.give_back(1);
                     }
                 })
             })

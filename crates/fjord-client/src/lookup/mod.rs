@@ -24,10 +24,11 @@
 
 mod batcher;
 pub mod config;
+mod key;
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use crate::admin::{TableInfo, TablePath};
@@ -40,6 +41,7 @@ use crate::kv::rows::{KvRow, KvRows, ValueDecoder};
 use crate::partition::{PartitionLookup, PartitionRouter};
 use crate::row::InternalRow;
 use batcher::{Batcher, Inbox, Reply};
+use key::KeyBytes;
 
 pub use config::LookupConfig;
 
@@ -128,14 +130,13 @@ impl Lookuper {
     pub async fn lookup<R: InternalRow + ?Sized>(&self, key_row: &R) -> Result<Option<KvRow>> {
         let shared = &*self.inner;
         let full = shared.key_columns.full_row(key_row)?;
-        let mut key = Vec::with_capacity(32);
-        let bucket = shared.keys.key_into(&full, &mut key)?;
+        let (key, bucket) = encode_key(|out| shared.keys.key_into(&full, out))?;
         let Some(partition) = partition_of(shared.partitions.as_deref(), &full).await? else {
             return Ok(None);
         };
         let (tx, rx) = oneshot::channel();
         let reply = Reply::Point(tx);
-        let value = submit(shared, partition, bucket, Bytes::from(key), reply, rx).await?;
+        let value = submit(shared, partition, bucket, key, reply, rx).await?;
         value.map(|v| shared.decoder.row(v)).transpose()
     }
 
@@ -216,17 +217,38 @@ impl PrefixLookuper {
     pub async fn prefix_lookup<R: InternalRow + ?Sized>(&self, prefix_row: &R) -> Result<KvRows> {
         let shared = &*self.lookuper.inner;
         let full = self.columns.full_row(prefix_row)?;
-        let mut key = Vec::with_capacity(32);
-        self.prefix.encode_row_into(&full, &mut key)?;
-        let bucket = fluss_bucket_of_key(&key, shared.keys.bucket_count());
+        let (key, bucket) = encode_key(|out| {
+            self.prefix.encode_row_into(&full, out)?;
+            Ok(fluss_bucket_of_key(out, shared.keys.bucket_count()))
+        })?;
         let Some(partition) = partition_of(shared.partitions.as_deref(), &full).await? else {
             return shared.decoder.rows(Vec::new());
         };
         let (tx, rx) = oneshot::channel();
         let reply = Reply::Prefix(tx);
-        let values = submit(shared, partition, bucket, Bytes::from(key), reply, rx).await?;
+        let values = submit(shared, partition, bucket, key, reply, rx).await?;
         shared.decoder.rows(values)
     }
+}
+
+thread_local! {
+    /// Where this thread encodes the keys it looks up, so a lookup
+    /// allocates nothing for its key (see [`key`]).
+    static KEY_SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The key `encode` writes (into an empty buffer) and the bucket it
+/// returns.
+fn encode_key(encode: impl FnOnce(&mut Vec<u8>) -> Result<i32>) -> Result<(KeyBytes, i32)> {
+    KEY_SCRATCH.with(|scratch| {
+        // Taken out rather than borrowed: no borrow is held while the
+        // encoder runs.
+        let mut out = scratch.take();
+        out.clear();
+        let encoded = encode(&mut out).map(|bucket| (KeyBytes::new(&out), bucket));
+        scratch.replace(out);
+        encoded
+    })
 }
 
 /// Hands a key to the batcher and waits for its answer.
@@ -234,7 +256,7 @@ async fn submit<T>(
     shared: &Shared,
     partition: Option<i64>,
     bucket: i32,
-    key: Bytes,
+    key: KeyBytes,
     reply: Reply,
     rx: oneshot::Receiver<Result<T>>,
 ) -> Result<T> {
