@@ -16,6 +16,8 @@
 # in which the server's fresh data directory is made, and removed at exit;
 # default the run's temp dir), CARGO_TARGET_DIR,
 # RUNTIME_THREADS (both clients' tokio workers; 0: one per core),
+# DRIVE (tasks: a task per lookup in flight, the default; stream: one task
+# keeps them all in a FuturesUnordered; both clients' `--drive`),
 # OUT (the JSON lines; default a temp file), FJORD and FLUSS_RS_KV_BENCH
 # (prebuilt binaries: both given, the build is skipped).
 #
@@ -31,6 +33,7 @@ ROUNDS=${ROUNDS:-5}
 KEYS=${KEYS:-1600000}
 IN_FLIGHT=${IN_FLIGHT:-256}
 RUNTIME_THREADS=${RUNTIME_THREADS:-0}
+DRIVE=${DRIVE:-tasks}
 COMPRESSION=${COMPRESSION:-none}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/tmp/fjord-target}
 WORK=$(mktemp -d -t fjord-bench-kv-client.XXXXXX)
@@ -69,11 +72,11 @@ common=(--bootstrap "$ADDR" --server-pid "$SERVER_PID" --keys "$KEYS"
 native() {
     run "$FJORD" bench upsert "${common[@]}" --compression "$COMPRESSION"
     run "$FJORD" bench lookup "${common[@]}" --compression "$COMPRESSION" \
-        --in-flight "$IN_FLIGHT"
+        --in-flight "$IN_FLIGHT" --drive "$DRIVE"
 }
 fluss_rs() {
     run "$FLUSS_RS" "${common[@]}" --compression "$FLUSS_COMPRESSION" --mode both \
-        --in-flight "$IN_FLIGHT"
+        --in-flight "$IN_FLIGHT" --drive "$DRIVE"
 }
 
 for round in $(seq "$ROUNDS"); do

@@ -28,10 +28,14 @@
 //! fluss-rs 1.0.0's `flush()` returns Ok even when the server failed
 //! batches; one failed write fails the run.
 //!
-//! Lookup phase: `--in-flight` tasks, each with its own `Lookuper` (its
-//! `lookup` takes `&mut self`) over the client's shared, batching lookup
-//! client, take the next of `--lookups` keys drawn uniformly from the written
-//! ones, so that many lookups are outstanding at all times. Each result must
+//! Lookup phase: `--in-flight` `Lookuper`s (its `lookup` takes `&mut
+//! self`) over the client's shared, batching lookup client look up
+//! `--lookups` keys drawn uniformly from the written ones, each starting
+//! the next key when its lookup is answered, so that many lookups are
+//! outstanding at all times. `--drive tasks` gives each lookuper a task of
+//! its own; `--drive stream` keeps all of them in one task's
+//! `FuturesUnordered` (`fjord bench lookup --drive` has the same two
+//! ways). Each result must
 //! be the key's last write (`ts`, `behavior`, the key columns; which write
 //! that is is found per key before the timed phase, as `fjord bench lookup`
 //! does); a missing key or a stale value fails the run. Latency is per lookup, call to result.
@@ -53,10 +57,11 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use arrow::array::AsArray;
 use clap::{Parser, ValueEnum};
-use fluss::client::{FlussConnection, Lookuper, WriteResultFuture};
+use fluss::client::{FlussConnection, LookupResult, Lookuper, WriteResultFuture};
 use fluss::config::Config;
 use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
 use fluss::row::{DataGetters, GenericRow, TimestampNtz};
+use futures::stream::{FuturesUnordered, StreamExt};
 use serde_json::json;
 use tokio::sync::mpsc;
 
@@ -71,6 +76,15 @@ const BASE_TS_MS: i64 = 1_511_544_070_000;
 /// Write result futures handed to the checking task at once.
 const CHECK_CHUNK: usize = 16_384;
 const BEHAVIORS: [&str; 4] = ["pv", "cart", "fav", "buy"];
+
+/// How the lookups are kept outstanding (as `fjord bench lookup --drive`).
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Drive {
+    /// A task per lookup in flight.
+    Tasks,
+    /// One task with every lookup in flight in a `FuturesUnordered`.
+    Stream,
+}
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Mode {
@@ -101,6 +115,9 @@ struct Args {
     /// Lookups outstanding at once.
     #[arg(long, default_value_t = 256)]
     in_flight: usize,
+    /// How the lookups are kept outstanding.
+    #[arg(long, value_enum, default_value_t = Drive::Tasks)]
+    drive: Drive,
     /// Lookups to time (default: as many as --keys).
     #[arg(long)]
     lookups: Option<usize>,
@@ -273,13 +290,17 @@ async fn run(args: &Args) -> anyhow::Result<()> {
         let next = Arc::new(AtomicUsize::new(0));
         let server0 = server_cpu(args.server_pid)?;
         let (cpu0, wall0) = (cpu(), Instant::now());
-        let tasks: Vec<_> = lookupers
-            .into_iter()
-            .map(|lookuper| {
-                let (targets, next) = (targets.clone(), next.clone());
-                tokio::spawn(lookup_worker(lookuper, targets, next))
-            })
-            .collect();
+        let tasks: Vec<_> = match args.drive {
+            Drive::Tasks => lookupers
+                .into_iter()
+                .map(|lookuper| {
+                    let (targets, next) = (targets.clone(), next.clone());
+                    tokio::spawn(lookup_worker(lookuper, targets, next))
+                })
+                .collect(),
+            // Spawned, so it runs on a worker as the tasks do.
+            Drive::Stream => vec![tokio::spawn(lookup_stream(lookupers, targets.clone()))],
+        };
         let mut latencies = Vec::with_capacity(lookups);
         let (mut errors, mut first) = (0usize, None);
         for task in tasks {
@@ -314,6 +335,10 @@ async fn run(args: &Args) -> anyhow::Result<()> {
                 "lookups": lookups,
                 "keys": args.keys,
                 "in_flight": args.in_flight,
+                "drive": match args.drive {
+                    Drive::Tasks => "tasks",
+                    Drive::Stream => "stream",
+                },
                 "secs": round(secs, 3),
                 "lookups_per_s": round(n / secs, 0),
                 "p50_us": round(percentile(&latencies, 0.50) as f64 / 1e3, 1),
@@ -346,35 +371,94 @@ async fn lookup_worker(
     targets: Arc<Vec<Target>>,
     next: Arc<AtomicUsize>,
 ) -> WorkerResult {
-    let mut done = WorkerResult {
-        latencies_ns: Vec::new(),
-        errors: 0,
-        first_error: None,
-    };
+    let mut done = WorkerResult::new();
     let mut key = GenericRow::new(2);
     loop {
         let i = next.fetch_add(1, Ordering::Relaxed);
         let Some(target) = targets.get(i) else {
             return done;
         };
-        let k = target.k;
-        let (user, item) = key_columns(k);
+        let (user, item) = key_columns(target.k);
         key.set_field(0, user);
         key.set_field(1, item);
         let start = Instant::now();
         let result = lookuper.lookup(&key).await;
-        done.latencies_ns.push(start.elapsed().as_nanos() as u64);
+        done.record(target, start.elapsed(), result);
+    }
+}
+
+/// Looks up every target from one task, each of `lookupers` taking the
+/// next target when its lookup is answered.
+async fn lookup_stream(lookupers: Vec<Lookuper>, targets: Arc<Vec<Target>>) -> WorkerResult {
+    let mut done = WorkerResult::new();
+    let mut next = targets.iter();
+    let mut pending = FuturesUnordered::new();
+    for lookuper in lookupers {
+        if let Some(target) = next.next() {
+            pending.push(timed_lookup(lookuper, target));
+        }
+    }
+    while let Some((lookuper, target, latency, result)) = pending.next().await {
+        done.record(target, latency, result);
+        if let Some(target) = next.next() {
+            pending.push(timed_lookup(lookuper, target));
+        }
+    }
+    done
+}
+
+/// Looks `target` up with `lookuper`, timed; gives the lookuper back.
+async fn timed_lookup(
+    mut lookuper: Lookuper,
+    target: &Target,
+) -> (
+    Lookuper,
+    &Target,
+    Duration,
+    fluss::error::Result<LookupResult>,
+) {
+    let (user, item) = key_columns(target.k);
+    let mut key = GenericRow::new(2);
+    key.set_field(0, user);
+    key.set_field(1, item);
+    let start = Instant::now();
+    let result = lookuper.lookup(&key).await;
+    (lookuper, target, start.elapsed(), result)
+}
+
+impl WorkerResult {
+    fn new() -> Self {
+        Self {
+            latencies_ns: Vec::new(),
+            errors: 0,
+            first_error: None,
+        }
+    }
+
+    /// Records one lookup of `target`: its latency, and a problem when the
+    /// row is not the target's last write.
+    fn record(
+        &mut self,
+        target: &Target,
+        latency: Duration,
+        result: fluss::error::Result<LookupResult>,
+    ) {
+        self.latencies_ns.push(latency.as_nanos() as u64);
+        let k = target.k;
         let problem = match result {
             Ok(found) => match found.get_single_row() {
                 Ok(Some(row)) => target.check(&row).err(),
-                Ok(None) => Some(format!("key {k} ({user}, {item}) not found")),
+                Ok(None) => {
+                    let (user, item) = key_columns(k);
+                    Some(format!("key {k} ({user}, {item}) not found"))
+                }
                 Err(e) => Some(format!("key {k}: undecodable result: {e}")),
             },
             Err(e) => Some(format!("key {k}: {e}")),
         };
         if let Some(problem) = problem {
-            done.errors += 1;
-            done.first_error.get_or_insert(problem);
+            self.errors += 1;
+            self.first_error.get_or_insert(problem);
         }
     }
 }

@@ -143,6 +143,10 @@ struct LookupArgs {
     /// Lookups outstanding at once.
     #[arg(long, default_value_t = 256)]
     in_flight: usize,
+    /// How the lookups are kept outstanding: a task per lookup in flight,
+    /// or one task with all of them in a `FuturesUnordered`.
+    #[arg(long, value_enum, default_value_t = kv::LookupDrive::Tasks)]
+    drive: kv::LookupDrive,
     /// A lookuper option over Fluss's defaults, `client.lookup.KEY=VALUE`;
     /// repeatable.
     #[arg(long = "lookup-set", value_name = "KEY=VALUE")]
@@ -307,9 +311,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 bail!("--in-flight must be positive");
             }
             let lookups = a.lookups.unwrap_or(a.workload.keys as usize);
-            let in_flight = a.in_flight;
+            let (in_flight, drive) = (a.in_flight, a.drive);
             return run_kv(&a.workload, &a.server, |run| async move {
-                kv::lookup(&run, lookups, in_flight, config).await
+                kv::lookup(&run, lookups, in_flight, drive, config).await
             });
         }
         BenchCommand::Sql(a) => {

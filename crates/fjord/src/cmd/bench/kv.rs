@@ -20,11 +20,11 @@
 //! per insert and two per update (Fluss's FULL changelog image).
 //!
 //! lookup: the table is written first (untimed, by the native writer);
-//! then `--in-flight` tasks, sharing one lookuper, each look up the next of
-//! `--lookups` keys drawn uniformly from the written ones, so that many are
-//! outstanding at all times. Each result must be its key's last write
-//! (which write that is is found per key before the timed phase, as the
-//! fluss-rs example does).
+//! then `--lookups` keys drawn uniformly from the written ones are looked
+//! up, `--in-flight` outstanding at all times, driven as `--drive` says
+//! ([`LookupDrive`]). Each result must be its key's last write (which
+//! write that is is found per key before the timed phase, as the fluss-rs
+//! example does).
 //!
 //! CPU: this process's getrusage over the timed phase; the server's
 //! utime + stime from `/proc/PID/stat` of the child server (or of
@@ -37,12 +37,15 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use arrow_array::cast::AsArray;
 use fjord_client::row::{Datum, FieldWriter, InternalRow, Timestamp};
-use fjord_client::{FlussClient, LookupConfig, Lookuper, TableInfo, TablePath, WriterConfig};
+use fjord_client::{
+    FlussClient, KvRow, LookupConfig, Lookuper, TableInfo, TablePath, WriterConfig,
+};
 use fjord_format::schema::{
     DatabaseDescriptor, Schema, TableDescriptor, TableDistribution,
     TABLE_LOG_ARROW_COMPRESSION_TYPE,
 };
 use fjord_format::types::DataType;
+use futures::stream::{FuturesUnordered, StreamExt};
 
 use super::report::{process_cpu, ThreadCpu};
 use super::table::BENCH_DATABASE;
@@ -469,11 +472,81 @@ fn per(cpu: Option<Duration>, n: f64) -> String {
     })
 }
 
+/// How `fjord bench lookup` keeps its lookups outstanding; the fluss-rs
+/// example has the same two ways.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LookupDrive {
+    /// One task per lookup in flight, each awaiting its lookup and then
+    /// starting the next (a service whose requests each look a key up).
+    /// The runtime wakes a task per answer, on whichever worker is free.
+    Tasks,
+    /// One task keeps every lookup in flight in a `FuturesUnordered`,
+    /// starting the next as each finishes (a stream of keys enriched in
+    /// order of arrival). Answers wake that one task.
+    Stream,
+}
+
+impl LookupDrive {
+    /// The name in the JSON line.
+    fn name(self) -> &'static str {
+        match self {
+            LookupDrive::Tasks => "tasks",
+            LookupDrive::Stream => "stream",
+        }
+    }
+}
+
 /// What one lookup task measured.
 struct Worker {
     latencies_ns: Vec<u64>,
     errors: usize,
     first_error: Option<String>,
+}
+
+impl Worker {
+    fn new() -> Self {
+        Self {
+            latencies_ns: Vec::new(),
+            errors: 0,
+            first_error: None,
+        }
+    }
+
+    /// Records one lookup of `target`: its latency, and a problem when the
+    /// row is not the target's last write.
+    fn record(
+        &mut self,
+        target: &Target,
+        latency: Duration,
+        result: fjord_client::Result<Option<KvRow>>,
+    ) {
+        self.latencies_ns.push(latency.as_nanos() as u64);
+        let k = target.k;
+        let problem = match result {
+            Ok(Some(row)) => target.check(&row).err(),
+            Ok(None) => {
+                let (user, item) = key_columns(k);
+                Some(format!("key {k} ({user}, {item}) not found"))
+            }
+            Err(e) => Some(format!("key {k}: {e}")),
+        };
+        if let Some(problem) = problem {
+            self.errors += 1;
+            self.first_error.get_or_insert(problem);
+        }
+    }
+}
+
+/// Looks `target` up, timed.
+async fn timed_lookup<'a>(
+    lookuper: &Lookuper,
+    target: &'a Target,
+) -> (&'a Target, Duration, fjord_client::Result<Option<KvRow>>) {
+    let (user, item) = key_columns(target.k);
+    let key = [Datum::BigInt(user), Datum::BigInt(item)];
+    let start = Instant::now();
+    let result = lookuper.lookup(&key).await;
+    (target, start.elapsed(), result)
 }
 
 /// Looks up the next unclaimed target until none is left; one lookup
@@ -483,32 +556,31 @@ async fn lookup_worker(
     targets: Arc<Vec<Target>>,
     next: Arc<AtomicUsize>,
 ) -> Worker {
-    let mut done = Worker {
-        latencies_ns: Vec::new(),
-        errors: 0,
-        first_error: None,
-    };
+    let mut done = Worker::new();
     loop {
         let i = next.fetch_add(1, Ordering::Relaxed);
         let Some(target) = targets.get(i) else {
             return done;
         };
-        let k = target.k;
-        let (user, item) = key_columns(k);
-        let key = [Datum::BigInt(user), Datum::BigInt(item)];
-        let start = Instant::now();
-        let result = lookuper.lookup(&key).await;
-        done.latencies_ns.push(start.elapsed().as_nanos() as u64);
-        let problem = match result {
-            Ok(Some(row)) => target.check(&row).err(),
-            Ok(None) => Some(format!("key {k} ({user}, {item}) not found")),
-            Err(e) => Some(format!("key {k}: {e}")),
-        };
-        if let Some(problem) = problem {
-            done.errors += 1;
-            done.first_error.get_or_insert(problem);
+        let (target, latency, result) = timed_lookup(&lookuper, target).await;
+        done.record(target, latency, result);
+    }
+}
+
+/// Looks up every target from one task, `in_flight` outstanding.
+async fn lookup_stream(lookuper: Lookuper, targets: Arc<Vec<Target>>, in_flight: usize) -> Worker {
+    let mut done = Worker::new();
+    let mut pending = FuturesUnordered::new();
+    let mut next = targets.iter();
+    let start = |target| timed_lookup(&lookuper, target);
+    pending.extend(next.by_ref().take(in_flight).map(start));
+    while let Some((target, latency, result)) = pending.next().await {
+        done.record(target, latency, result);
+        if let Some(target) = next.next() {
+            pending.push(start(target));
         }
     }
+    done
 }
 
 /// Runs `fjord bench lookup`: writes the plan (untimed), then times
@@ -517,6 +589,7 @@ pub async fn lookup(
     run: &KvRun,
     lookups: usize,
     in_flight: usize,
+    drive: LookupDrive,
     config: LookupConfig,
 ) -> anyhow::Result<String> {
     let client = FlussClient::connect(std::slice::from_ref(&run.bootstrap)).await?;
@@ -528,21 +601,31 @@ pub async fn lookup(
     let lookuper = client.lookuper(&table.path, config).await?;
     let targets = Arc::new(plan.lookup_targets(lookups, run.seed));
     eprintln!(
-        "lookup: {lookups} lookups of {}, {in_flight} in flight",
-        table.path
+        "lookup: {lookups} lookups of {}, {in_flight} in flight, driven by {}",
+        table.path,
+        drive.name()
     );
     let next = Arc::new(AtomicUsize::new(0));
     let server0 = server_cpu(run.server_pid)?;
     let (cpu0, wall0) = (process_cpu(), Instant::now());
-    let tasks: Vec<_> = (0..in_flight)
-        .map(|_| {
-            tokio::spawn(lookup_worker(
-                lookuper.clone(),
-                Arc::clone(&targets),
-                Arc::clone(&next),
-            ))
-        })
-        .collect();
+    let tasks: Vec<_> = match drive {
+        LookupDrive::Tasks => (0..in_flight)
+            .map(|_| {
+                tokio::spawn(lookup_worker(
+                    lookuper.clone(),
+                    Arc::clone(&targets),
+                    Arc::clone(&next),
+                ))
+            })
+            .collect(),
+        // Spawned, so it runs on a worker as the tasks do (not on the
+        // thread blocked in `block_on`).
+        LookupDrive::Stream => vec![tokio::spawn(lookup_stream(
+            lookuper.clone(),
+            Arc::clone(&targets),
+            in_flight,
+        ))],
+    };
     let mut latencies = Vec::with_capacity(lookups);
     let (mut errors, mut first) = (0usize, None);
     for task in tasks {
@@ -569,9 +652,10 @@ pub async fn lookup(
     let secs = wall.as_secs_f64();
     Ok(format!(
         "{{\"bench\":\"lookup\",\"client\":\"fjord\",\"lookups\":{lookups},\"keys\":{},\
-         \"in_flight\":{in_flight},\"secs\":{secs:.3},\"lookups_per_s\":{:.0},\"p50_us\":{:.1},\
+         \"in_flight\":{in_flight},\"drive\":\"{}\",\"secs\":{secs:.3},\"lookups_per_s\":{:.0},\"p50_us\":{:.1},\
          \"p99_us\":{:.1},\"client_cpu_ns_per_lookup\":{:.1},\"server_cpu_ns_per_lookup\":{}}}",
         plan.keys(),
+        drive.name(),
         n / secs,
         percentile(&latencies, 0.50) as f64 / 1e3,
         percentile(&latencies, 0.99) as f64 / 1e3,
