@@ -4,7 +4,8 @@
 //! records asked for — the command checks the table's record count itself
 //! and fails otherwise — and prints the one JSON line the benchmark notes
 //! are built from, with its CPU split by thread. Typed rows of a
-//! partitioned table are refused before anything is written.
+//! partitioned table are refused before anything is written. `fjord bench
+//! lookup` reads every key back, both ways of keeping lookups in flight.
 
 mod support;
 
@@ -104,4 +105,37 @@ fn every_input_writes_the_records_asked_for_and_reports_its_cpu_by_thread() {
     assert!(!output.status.success(), "{stderr}");
     assert!(stderr.contains("--input typed-rows"), "{stderr}");
     assert!(output.stdout.is_empty(), "no JSON line for a refused run");
+}
+
+/// `fjord bench lookup` writes the primary-key workload, then looks up
+/// `--lookups` of its keys, each way of keeping them in flight (`--drive`):
+/// the command fails when a row is missing or is not its key's last write,
+/// or when fewer lookups were timed than asked for; its JSON line says
+/// how many lookups, how many in flight and which way.
+#[test]
+fn bench_lookup_reads_every_key_back_both_ways_of_keeping_lookups_in_flight() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = FjordServer::start(dir.path());
+    let bootstrap = server.bootstrap_servers();
+    for drive in ["tasks", "stream"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_fjord"))
+            .args(["bench", "lookup", "--bootstrap", &bootstrap])
+            .args(["--keys", "3000", "--lookups", "5000", "--in-flight", "64"])
+            .args(["--drive", drive])
+            .env("RUST_LOG", "warn")
+            .output()
+            .expect("run fjord bench lookup");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "--drive {drive} failed: {stderr}");
+        let stdout = String::from_utf8(output.stdout).expect("UTF-8 output");
+        let lines: Vec<&str> = stdout.lines().collect();
+        assert_eq!(lines.len(), 1, "one JSON line: {stdout}");
+        let report: serde_json::Value = serde_json::from_str(lines[0]).expect("a JSON object");
+        assert_eq!(report["bench"], "lookup", "{report}");
+        assert_eq!(report["client"], "fjord", "{report}");
+        assert_eq!(report["drive"], drive, "{report}");
+        assert_eq!(report["lookups"], 5000, "{report}");
+        assert_eq!(report["keys"], 3000, "{report}");
+        assert_eq!(report["in_flight"], 64, "{report}");
+    }
 }

@@ -644,6 +644,9 @@ pub async fn lookup(
             first.unwrap_or_default()
         );
     }
+    if latencies.len() != lookups {
+        bail!("timed {} of {lookups} lookups", latencies.len());
+    }
     if !run.keep_table {
         client.admin().drop_table(&table.path, true).await?;
     }
