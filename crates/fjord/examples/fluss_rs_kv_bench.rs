@@ -395,35 +395,41 @@ async fn lookup_stream(lookupers: Vec<Lookuper>, targets: Arc<Vec<Target>>) -> W
     let mut pending = FuturesUnordered::new();
     for lookuper in lookupers {
         if let Some(target) = next.next() {
-            pending.push(timed_lookup(lookuper, target));
+            let slot = Slot {
+                lookuper,
+                key: GenericRow::new(2),
+            };
+            pending.push(timed_lookup(slot, target));
         }
     }
-    while let Some((lookuper, target, latency, result)) = pending.next().await {
+    while let Some((slot, target, latency, result)) = pending.next().await {
         done.record(target, latency, result);
         if let Some(target) = next.next() {
-            pending.push(timed_lookup(lookuper, target));
+            pending.push(timed_lookup(slot, target));
         }
     }
     done
 }
 
-/// Looks `target` up with `lookuper`, timed; gives the lookuper back.
+/// One lookup in flight of `--drive stream`: its lookuper and its key row,
+/// both reused for its next key (as each task of `--drive tasks` reuses
+/// its own), so the driver allocates nothing per lookup.
+struct Slot {
+    lookuper: Lookuper,
+    key: GenericRow<'static>,
+}
+
+/// Looks `target` up with the slot's lookuper, timed; gives the slot back.
 async fn timed_lookup(
-    mut lookuper: Lookuper,
+    mut slot: Slot,
     target: &Target,
-) -> (
-    Lookuper,
-    &Target,
-    Duration,
-    fluss::error::Result<LookupResult>,
-) {
+) -> (Slot, &Target, Duration, fluss::error::Result<LookupResult>) {
     let (user, item) = key_columns(target.k);
-    let mut key = GenericRow::new(2);
-    key.set_field(0, user);
-    key.set_field(1, item);
+    slot.key.set_field(0, user);
+    slot.key.set_field(1, item);
     let start = Instant::now();
-    let result = lookuper.lookup(&key).await;
-    (lookuper, target, start.elapsed(), result)
+    let result = slot.lookuper.lookup(&slot.key).await;
+    (slot, target, start.elapsed(), result)
 }
 
 impl WorkerResult {

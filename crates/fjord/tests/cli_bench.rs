@@ -31,8 +31,13 @@ fn bench_write(bootstrap: &str, args: &[&str]) -> serde_json::Value {
         .env("RUST_LOG", "warn")
         .output()
         .expect("run fjord bench write");
+    report_of(output, &format!("{args:?}"))
+}
+
+/// The one JSON line a bench run that must succeed (`what`) printed.
+fn report_of(output: std::process::Output, what: &str) -> serde_json::Value {
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{args:?} failed: {stderr}");
+    assert!(output.status.success(), "{what} failed: {stderr}");
     let stdout = String::from_utf8(output.stdout).expect("UTF-8 output");
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 1, "one JSON line: {stdout}");
@@ -125,12 +130,7 @@ fn bench_lookup_reads_every_key_back_both_ways_of_keeping_lookups_in_flight() {
             .env("RUST_LOG", "warn")
             .output()
             .expect("run fjord bench lookup");
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.success(), "--drive {drive} failed: {stderr}");
-        let stdout = String::from_utf8(output.stdout).expect("UTF-8 output");
-        let lines: Vec<&str> = stdout.lines().collect();
-        assert_eq!(lines.len(), 1, "one JSON line: {stdout}");
-        let report: serde_json::Value = serde_json::from_str(lines[0]).expect("a JSON object");
+        let report = report_of(output, &format!("--drive {drive}"));
         assert_eq!(report["bench"], "lookup", "{report}");
         assert_eq!(report["client"], "fjord", "{report}");
         assert_eq!(report["drive"], drive, "{report}");
