@@ -5,7 +5,8 @@
 //! both `table.kv.format`s; deletes and partial updates change exactly
 //! what Fluss says, and the changelog read by the `LogScanner` carries the
 //! change types Fluss emits for them; a partitioned table's partitions are
-//! created by the writer and found by the lookuper.
+//! created by the writer and found by the lookuper; keys short enough to
+//! be kept inline and longer ones, looked up together, each find their row.
 
 mod support;
 
@@ -533,4 +534,73 @@ async fn a_partitioned_table_gets_its_partitions_from_the_writer_and_the_lookupe
         "the partition key is needed"
     );
     server.stop().await;
+}
+
+/// Keys of every length from empty to well past what a lookup keeps
+/// inline (30 bytes), looked up at once so that requests mix short and
+/// long keys: each finds its own row, and a long key that is not there is
+/// `None`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_short_and_long_each_find_their_own_row() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    let path = TablePath::new("kv", "key_lengths");
+    let schema = Schema::builder()
+        .column("name", DataType::string().with_nullable(false))
+        .column("n", DataType::bigint())
+        .primary_key(["name"])
+        .build()
+        .unwrap();
+    create_pk_table(&client, &path, schema, 3, &[], &[], &[]).await;
+    const LONGEST: usize = 80;
+    // Key `len`: `len` characters, differing from its neighbours early and
+    // late, so a key cut short or mixed with another finds the wrong row.
+    let name = |len: usize| -> String {
+        (0..len)
+            .map(|i| char::from(b'a' + ((i * 7 + len) % 26) as u8))
+            .collect()
+    };
+    let mut writer = client
+        .upsert_writer(&path, WriterConfig::default())
+        .await
+        .unwrap();
+    for len in 0..=LONGEST {
+        let name = name(len);
+        let row = [Datum::String(&name), Datum::BigInt(len as i64)];
+        writer.upsert(&row).await.unwrap();
+    }
+    tokio::time::timeout(HANG, writer.flush())
+        .await
+        .expect("flush in time")
+        .expect("flush");
+
+    let lookuper = client
+        .lookuper(&path, LookupConfig::default())
+        .await
+        .expect("lookuper");
+    let lookups = (0..=LONGEST).map(|len| {
+        let (lookuper, name) = (lookuper.clone(), name(len));
+        async move {
+            let found = lookuper.lookup(&[Datum::String(&name)]).await;
+            let row = found
+                .unwrap_or_else(|e| panic!("key of {len} bytes: {e}"))
+                .unwrap_or_else(|| panic!("key of {len} bytes not found"));
+            let Datum::BigInt(n) = row.get(1) else {
+                panic!("key of {len} bytes: n is {:?}", row.get(1))
+            };
+            (len, n)
+        }
+    });
+    let found = tokio::time::timeout(HANG, futures_join_all(lookups))
+        .await
+        .expect("lookups in time");
+    for (len, n) in found {
+        assert_eq!(n, len as i64, "the key of {len} bytes");
+    }
+    let absent = format!("{}!", name(LONGEST));
+    assert!(lookuper
+        .lookup(&[Datum::String(&absent)])
+        .await
+        .unwrap()
+        .is_none());
 }
