@@ -5,7 +5,8 @@
 //! that include a dev target. Where they differ, `cargo build --release -p
 //! fjord` (the quickstart) and a benchmark build of `--example
 //! fluss_rs_kv_bench` each rebuild arrow, DataFusion and tokio after the
-//! other (~30 min on 2 cores) and run differently built tokios.
+//! other (32 min on 2 cores, docs/BENCHMARKS.md "Builds") and run differently
+//! built tokios.
 //! `crates/fjord/Cargo.toml` turns those features on for the binary too;
 //! this test fails, naming the crate and the features to add there, when a
 //! dev-dependency's upgrade brings a new one.
