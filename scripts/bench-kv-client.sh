@@ -18,6 +18,10 @@
 # RUNTIME_THREADS (both clients' tokio workers; 0: one per core),
 # DRIVE (tasks: a task per lookup in flight, the default; stream: one task
 # keeps them all in a FuturesUnordered; both clients' `--drive`),
+# FLUSS_RS_LOOKUP_BATCH (fluss-rs's keys per lookup request, its
+# `lookup_max_batch_size`; default fluss-rs's 128: fluss-rs sends one lookup
+# request at a time and waits up to 100 ms for a full one, so below 128 in
+# flight give it IN_FLIGHT/2 for a comparison of batching, not of that wait),
 # OUT (the JSON lines; default a temp file), FJORD and FLUSS_RS_KV_BENCH
 # (prebuilt binaries: both given, the build is skipped).
 #
@@ -76,7 +80,8 @@ native() {
 }
 fluss_rs() {
     run "$FLUSS_RS" "${common[@]}" --compression "$FLUSS_COMPRESSION" --mode both \
-        --in-flight "$IN_FLIGHT" --drive "$DRIVE"
+        --in-flight "$IN_FLIGHT" --drive "$DRIVE" \
+        ${FLUSS_RS_LOOKUP_BATCH:+--lookup-batch-size "$FLUSS_RS_LOOKUP_BATCH"}
 }
 
 for round in $(seq "$ROUNDS"); do

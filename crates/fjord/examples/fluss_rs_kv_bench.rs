@@ -118,6 +118,12 @@ struct Args {
     /// How the lookups are kept outstanding.
     #[arg(long, value_enum, default_value_t = Drive::Tasks)]
     drive: Drive,
+    /// Keys per lookup request (fluss-rs `lookup_max_batch_size`; default:
+    /// fluss-rs's, 128). fluss-rs sends one lookup request at a time and
+    /// waits up to `lookup_batch_timeout_ms` (100) for a full one, so with
+    /// fewer lookups in flight than this it waits the timeout every time.
+    #[arg(long)]
+    lookup_batch_size: Option<usize>,
     /// Lookups to time (default: as many as --keys).
     #[arg(long)]
     lookups: Option<usize>,
@@ -168,6 +174,14 @@ async fn run(args: &Args) -> anyhow::Result<()> {
         writer_batch_size: args.batch_size,
         ..Config::default()
     };
+    let config = match args.lookup_batch_size {
+        Some(keys) => Config {
+            lookup_max_batch_size: keys,
+            ..config
+        },
+        None => config,
+    };
+    let lookup_batch_size = config.lookup_max_batch_size;
     let connection = FlussConnection::new(config)
         .await
         .context("connecting with fluss-rs")?;
@@ -335,6 +349,7 @@ async fn run(args: &Args) -> anyhow::Result<()> {
                 "lookups": lookups,
                 "keys": args.keys,
                 "in_flight": args.in_flight,
+                "lookup_batch_size": lookup_batch_size,
                 "drive": match args.drive {
                     Drive::Tasks => "tasks",
                     Drive::Stream => "stream",
