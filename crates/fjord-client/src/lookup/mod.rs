@@ -11,8 +11,10 @@
 //! requests, several keys per bucket and several buckets per request,
 //! keeps a bounded number of requests in flight
 //! ([`config::REQUESTS_PER_SERVER_MAX`] per server,
-//! `client.lookup.max-inflight-requests` in all), and answers every caller
-//! with its value's bytes; the caller decodes them into a [`KvRow`]. A key
+//! `client.lookup.max-inflight-requests` in all). Each request's task
+//! answers its callers with their values' bytes as soon as the answer is
+//! decoded (the batcher takes what failed); the caller decodes them into a
+//! [`KvRow`]. A key
 //! that is not there is `None` (an empty list for a prefix), not an
 //! error; retriable errors (not leader, unknown table or bucket, KV storage
 //! busy, a lost connection) refresh the leaders and resend the key, up to
