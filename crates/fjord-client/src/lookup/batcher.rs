@@ -672,15 +672,9 @@ impl Batcher {
                 return;
             }
         };
+        // The groups left after the request's task answered the clean ones.
         for (i, ((partition, bucket), jobs)) in request.groups.into_iter().enumerate() {
-            // Answers come in request order: try the same position first.
-            let matches = |a: &BucketAnswer| a.bucket_id == bucket && a.partition_id == partition;
-            let at = if answers.get(i).is_some_and(matches) {
-                Some(i)
-            } else {
-                answers.iter().position(matches)
-            };
-            let Some(at) = at else {
+            let Some(at) = answer_of(&answers, i, (partition, bucket)) else {
                 let error = ClientError::Protocol {
                     api: api.name(),
                     message: format!("no answer for bucket {bucket} (partition {partition:?})"),
@@ -785,13 +779,7 @@ impl Answer {
         let mut answered = 0;
         let groups = std::mem::take(&mut self.request.groups);
         for (i, ((partition, bucket), jobs)) in groups.into_iter().enumerate() {
-            let matches = |a: &BucketAnswer| a.bucket_id == bucket && a.partition_id == partition;
-            let at = if answers.get(i).is_some_and(matches) {
-                Some(i)
-            } else {
-                answers.iter().position(matches)
-            };
-            match at.map(|at| &mut answers[at]) {
+            match answer_of(answers, i, (partition, bucket)).map(|at| &mut answers[at]) {
                 Some(a) if a.error.is_none() && a.values.len() == jobs.len() => {
                     let values = std::mem::replace(&mut a.values, Values::Point(Vec::new()));
                     answered += jobs.len();
@@ -801,6 +789,18 @@ impl Answer {
             }
         }
         answered
+    }
+}
+
+/// Where in `answers` the answer for `bucket` is, the request's `i`-th
+/// group: answers come in request order, so position `i` is tried first.
+fn answer_of(answers: &[BucketAnswer], i: usize, bucket: BucketKey) -> Option<usize> {
+    let (partition, bucket) = bucket;
+    let matches = |a: &BucketAnswer| a.bucket_id == bucket && a.partition_id == partition;
+    if answers.get(i).is_some_and(matches) {
+        Some(i)
+    } else {
+        answers.iter().position(matches)
     }
 }
 
