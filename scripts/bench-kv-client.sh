@@ -23,7 +23,12 @@
 # request at a time and waits up to 100 ms for a full one, so below 128 in
 # flight give it IN_FLIGHT/2 for a comparison of batching, not of that wait),
 # OUT (the JSON lines; default a temp file), FJORD and FLUSS_RS_KV_BENCH
-# (prebuilt binaries: both given, the build is skipped).
+# (prebuilt binaries: both given, the build is skipped), SERVER_CPUS and
+# CLIENT_CPUS (taskset CPU lists pinning the server and the clients, e.g.
+# SERVER_CPUS=0 CLIENT_CPUS=1: each client then has a core of its own and
+# does not compete with the server for it; tokio's default runtime sizes
+# itself to the CPUs a process may use, so RUNTIME_THREADS=0 gives one
+# worker per pinned CPU).
 #
 # The fluss-rs example times its upserts, then looks up in the table it
 # wrote (`--mode both`); `fjord bench lookup` writes its table (untimed)
@@ -67,9 +72,11 @@ start_bench_server "$FJORD" "$DATA_DIR" "$WORK/server.log" "$FJORD" "$FLUSS_RS"
 echo "server $ADDR (pid $SERVER_PID, data in $DATA_DIR); results in $OUT" >&2
 echo "machine: $(nproc) cores, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)" >&2
 
+CLIENT_PIN=()
+[[ -n ${CLIENT_CPUS:-} ]] && CLIENT_PIN=(taskset -c "$CLIENT_CPUS")
 run() {
-    echo "+ $* (load $(cut -d' ' -f1 /proc/loadavg))" >&2
-    "$@" | grep '^{' | tee -a "$OUT"
+    echo "+ ${CLIENT_PIN[*]} $* (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+    "${CLIENT_PIN[@]}" "$@" | grep '^{' | tee -a "$OUT"
 }
 common=(--bootstrap "$ADDR" --server-pid "$SERVER_PID" --keys "$KEYS"
     --runtime-threads "$RUNTIME_THREADS")

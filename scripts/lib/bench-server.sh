@@ -8,7 +8,8 @@
 # log, when the server exits or is not ready within a minute. DATA_DIR must
 # not exist yet or be empty: it is deleted at exit, so a directory holding
 # anything (a user's DATA_DIR=/var/tmp once took the build cache with it)
-# is refused.
+# is refused. SERVER_CPUS (a taskset CPU list, e.g. 0) pins the server to
+# those CPUs; unset, it runs wherever the kernel puts it.
 
 SERVER_PID=
 BENCH_SERVER_CLEANUP=()
@@ -31,7 +32,9 @@ start_bench_server() {
     fi
     BENCH_SERVER_CLEANUP=("$data_dir" "$@")
     trap stop_bench_server EXIT
-    RUST_LOG=${RUST_LOG:-warn,fjord=info} "$fjord" server --listen 127.0.0.1:0 \
+    local pin=()
+    [[ -n ${SERVER_CPUS:-} ]] && pin=(taskset -c "$SERVER_CPUS")
+    RUST_LOG=${RUST_LOG:-warn,fjord=info} "${pin[@]}" "$fjord" server --listen 127.0.0.1:0 \
         --data-dir "$data_dir" 2>"$log" &
     SERVER_PID=$!
     ADDR=
