@@ -169,17 +169,12 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(args: &Args) -> anyhow::Result<()> {
+    let defaults = Config::default();
     let config = Config {
         bootstrap_servers: args.bootstrap.clone(),
         writer_batch_size: args.batch_size,
-        ..Config::default()
-    };
-    let config = match args.lookup_batch_size {
-        Some(keys) => Config {
-            lookup_max_batch_size: keys,
-            ..config
-        },
-        None => config,
+        lookup_max_batch_size: (args.lookup_batch_size).unwrap_or(defaults.lookup_max_batch_size),
+        ..defaults
     };
     let lookup_batch_size = config.lookup_max_batch_size;
     let connection = FlussConnection::new(config)
