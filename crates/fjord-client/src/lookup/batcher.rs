@@ -792,8 +792,11 @@ impl Answer {
     }
 }
 
-/// Where in `answers` the answer for `bucket` is, the request's `i`-th
-/// group: answers come in request order, so position `i` is tried first.
+/// Where in `answers` the answer for `bucket` is, the `i`-th group looked
+/// at: answers come in request order, so position `i` is tried first, then
+/// the rest. For the groups a request's task left to the batcher, `i` no
+/// longer matches (the clean groups before them are gone) and the scan
+/// finds them; that is the rare path of errors and retries.
 fn answer_of(answers: &[BucketAnswer], i: usize, bucket: BucketKey) -> Option<usize> {
     let (partition, bucket) = bucket;
     let matches = |a: &BucketAnswer| a.bucket_id == bucket && a.partition_id == partition;
