@@ -227,7 +227,10 @@ class DifferentialTest {
                     break;
                 }
                 if (System.nanoTime() > deadline) {
-                    throw new IllegalStateException(side.name + ": no leader for " + tableLabel + " within 60 s");
+                    // The reference server's own account of why, since its logs go with it.
+                    String why = side == differ.fluss ? "\n" + flussCluster.recentProblems(30) : "";
+                    throw new IllegalStateException(
+                            side.name + ": no leader for " + tableLabel + " within 60 s" + why);
                 }
                 Thread.sleep(100);
             }

@@ -129,6 +129,29 @@ final class Servers {
             return new Fluss(dir, script, out);
         }
 
+        /**
+         * The last {@code perLog} WARN and ERROR lines of the coordinator's and the tablet server's
+         * logs, for a failure message: the cluster's data dir (and so its logs) is deleted on close,
+         * so a failure caused by the reference server must carry its reasons with it.
+         */
+        String recentProblems(int perLog) {
+            StringBuilder out = new StringBuilder();
+            for (String role : List.of("coordinator-server", "tablet-server")) {
+                Path log = dir.resolve("logs").resolve(role + ".log");
+                out.append("--- last WARN/ERROR lines of ").append(log).append('\n');
+                try {
+                    List<String> problems = Files.readAllLines(log, StandardCharsets.UTF_8).stream()
+                            .filter(l -> l.contains(" WARN ") || l.contains(" ERROR "))
+                            .toList();
+                    problems.subList(Math.max(0, problems.size() - perLog), problems.size())
+                            .forEach(l -> out.append(l).append('\n'));
+                } catch (IOException e) {
+                    out.append("(unreadable: ").append(e).append(")\n");
+                }
+            }
+            return out.toString();
+        }
+
         @Override
         public void close() throws Exception {
             Process p =
