@@ -173,7 +173,9 @@ async fn run(args: &Args) -> anyhow::Result<()> {
     let config = Config {
         bootstrap_servers: args.bootstrap.clone(),
         writer_batch_size: args.batch_size,
-        lookup_max_batch_size: (args.lookup_batch_size).unwrap_or(defaults.lookup_max_batch_size),
+        lookup_max_batch_size: args
+            .lookup_batch_size
+            .unwrap_or(defaults.lookup_max_batch_size),
         ..defaults
     };
     let lookup_batch_size = config.lookup_max_batch_size;
