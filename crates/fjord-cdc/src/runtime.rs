@@ -263,6 +263,12 @@ pub fn run(def: PipelineDef, options: RunOptions) -> Result<RunSummary, Pipeline
     let mut failures_in_a_row = 0u32;
     // The same for attempts the source cut off (`SourceError::Interrupted`).
     let mut interruptions_in_a_row = 0u32;
+    if def.pipeline.parallelism > 1 {
+        tracing::info!(
+            parallelism = def.pipeline.parallelism,
+            "pipeline.parallelism is a hint here: Fjord runs the pipeline on one source thread and one sink thread, which keeps every table's changes in binlog order"
+        );
+    }
     let started = Instant::now();
     let cpu_started = process_cpu_time();
     loop {

@@ -162,13 +162,31 @@ fn transform_section_is_refused_as_not_supported_yet() {
     );
 }
 
+/// A Flink CDC definition's `parallelism` runs unchanged (kept as a hint);
+/// only a count that is not positive is refused, naming the option.
 #[test]
-fn unsupported_parallelism_and_materialisation_are_refused() {
-    check_error(
+fn parallelism_is_accepted_as_flink_cdc_writes_it() {
+    let def = config::parse(
         "source:\n  type: debezium-json\nsink:\n  type: print\npipeline:\n  parallelism: 4\n",
+    )
+    .unwrap();
+    assert_eq!(def.pipeline.parallelism, 4);
+    let def = config::parse("source:\n  type: debezium-json\nsink:\n  type: print\n").unwrap();
+    assert_eq!(def.pipeline.parallelism, 1, "the default");
+    check_error(
+        "source:\n  type: debezium-json\nsink:\n  type: print\npipeline:\n  parallelism: 0\n",
         6,
-        "not supported yet",
+        "`parallelism` must be a positive count; found 0",
     );
+    check_error(
+        "source:\n  type: debezium-json\nsink:\n  type: print\npipeline:\n  parallelism: -2\n",
+        6,
+        "parallelism",
+    );
+}
+
+#[test]
+fn unsupported_materialisation_is_refused() {
     check_error(
         "source:\n  type: debezium-json\nsink:\n  type: values\n  materialized.in.memory: true\n",
         5,

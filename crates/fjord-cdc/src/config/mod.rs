@@ -127,7 +127,11 @@ pub struct RouteDef {
 pub struct PipelineOptions {
     /// `name`.
     pub name: Option<String>,
-    /// `parallelism` (only 1 is supported).
+    /// `parallelism` (default 1): accepted as Flink CDC writes it, so
+    /// existing definitions run unchanged, but a hint only. Fjord runs a
+    /// pipeline on one source thread and one sink thread whatever it says,
+    /// which keeps every table's changes in binlog order (Flink CDC keeps
+    /// them in order per key); [`crate::runtime::run`] logs that once.
     pub parallelism: u32,
     /// `state-dir` (Fjord): where the source position is stored; absent = no offsets kept.
     pub state_dir: Option<PathBuf>,
@@ -775,12 +779,13 @@ fn parse_pipeline(node: Option<(&Node, usize)>) -> Result<PipelineOptions, Confi
     let mut o = Options::new("pipeline", node, line)?;
     options.name = o.scalar("name")?.map(|n| n.0.to_string());
     if let Some((parallelism, line)) = o.parsed::<u32>("parallelism", "a positive count")? {
-        if parallelism != 1 {
+        if parallelism == 0 {
             return Err(error(
                 line,
-                format!("`parallelism: {parallelism}` is not supported yet: Fjord runs a pipeline on one source thread and one sink thread (use 1)"),
+                "option `parallelism` must be a positive count; found 0".to_string(),
             ));
         }
+        options.parallelism = parallelism;
     }
     options.state_dir = o.scalar("state-dir")?.map(|d| PathBuf::from(d.0));
     if let Some((ms, _)) = o.parsed::<u64>("state.commit-interval-ms", "milliseconds")? {
