@@ -13,7 +13,9 @@
 # `cargo build --release -p fjord`) and pass copies of them. Environment:
 # ROUNDS (6), KEYS (400000), LOOKUPS (2000000), IN_FLIGHT (256),
 # RUNTIME_THREADS (0: tokio's default, one worker per core), OUT (the JSON
-# lines; default a temp file).
+# lines; default a temp file), SERVER_CPUS and CLIENT_CPUS (taskset CPU
+# lists, e.g. SERVER_CPUS=0 CLIENT_CPUS=1 RUNTIME_THREADS=1: the client
+# then competes with nothing but itself, and rounds swing far less).
 set -euo pipefail
 
 [[ $# -eq 2 ]] || { echo "usage: $0 OLD_FJORD NEW_FJORD" >&2; exit 2; }
@@ -34,13 +36,16 @@ start_bench_server "$A" "$DATA_DIR" "$WORK/server.log"
 echo "server $ADDR; A=$A B=$B; $ROUNDS rounds, $LOOKUPS lookups of $KEYS keys," \
     "$IN_FLIGHT in flight, runtime $RUNTIME_THREADS; results in $OUT" >&2
 
+CLIENT_PIN=()
+[[ -n ${CLIENT_CPUS:-} ]] && CLIENT_PIN=(taskset -c "$CLIENT_CPUS")
+
 for round in $(seq "$ROUNDS"); do
     echo "--- round $round of $ROUNDS (load $(cut -d' ' -f1 /proc/loadavg))" >&2
     if ((round % 2)); then sides="A B"; else sides="B A"; fi
     for side in $sides; do
         bin=$A
         [[ $side == B ]] && bin=$B
-        "$bin" bench lookup --bootstrap "$ADDR" --server-pid "$SERVER_PID" \
+        "${CLIENT_PIN[@]}" "$bin" bench lookup --bootstrap "$ADDR" --server-pid "$SERVER_PID" \
             --keys "$KEYS" --lookups "$LOOKUPS" --in-flight "$IN_FLIGHT" \
             --runtime-threads "$RUNTIME_THREADS" 2>/dev/null | grep '^{' |
             python3 -c "import json, sys; r = json.load(sys.stdin); r['side'] = '$side'; r['round'] = $round; print(json.dumps(r))" |

@@ -85,87 +85,58 @@ pub(crate) struct Job {
     attempts: u32,
 }
 
-/// `client.lookup.queue-size` places for keys not yet answered: a count
-/// under the limit, and a wake-up for callers waiting for a place. A
-/// caller takes a place with one atomic add; the batcher gives back all
-/// the places of the keys it answered at once, so the count's cache line
-/// does not move between threads for every key.
-pub(crate) struct Room {
-    taken: AtomicUsize,
+/// `client.lookup.queue-size` places for keys not yet answered. It lives
+/// under the inbox's lock, which a caller takes anyway to leave its key:
+/// taking a place there costs no atomic of its own (an uncontended atomic
+/// add was ~1.5 % of a lookup's client CPU, `docs/bench-notes/kv.md`).
+/// The batcher and the request tasks give back all the places of the keys
+/// they answered at once, a lock per answer, not per key.
+struct Room {
+    taken: usize,
     limit: usize,
-    freed: Notify,
 }
 
 impl Room {
-    pub(crate) fn new(limit: usize) -> Self {
+    fn new(limit: usize) -> Self {
         Self {
-            taken: AtomicUsize::new(0),
+            taken: 0,
             limit: limit.max(1),
-            freed: Notify::new(),
         }
     }
 
-    /// Takes a place, once one is free. The place is held until
-    /// [`Room::give_back`] returns it.
-    pub(crate) async fn take(&self) {
-        loop {
-            if self.try_take() {
-                return;
-            }
-            // Registered before checking again, so a place given back
-            // after this check wakes this caller.
-            let freed = self.freed.notified();
-            tokio::pin!(freed);
-            freed.as_mut().enable();
-            if self.try_take() {
-                return;
-            }
-            freed.await;
-        }
+    /// Takes a place if one is free.
+    fn try_take(&mut self) -> bool {
+        let free = self.taken < self.limit;
+        self.taken += usize::from(free);
+        free
     }
 
-    /// Takes a place if one is free. A failed try counts itself for a
-    /// moment, so another caller may fail beside it while a place is
-    /// free; taking the count back below the limit wakes such a caller.
-    fn try_take(&self) -> bool {
-        if self.taken.fetch_add(1, Ordering::AcqRel) < self.limit {
-            return true;
-        }
-        if self.taken.fetch_sub(1, Ordering::AcqRel) <= self.limit {
-            self.freed.notify_waiters();
-        }
-        false
+    /// Gives back `places`; whether every place was taken before, so
+    /// callers may be waiting for one.
+    fn give_back(&mut self, places: usize) -> bool {
+        let was_full = self.taken >= self.limit;
+        self.taken -= places.min(self.taken);
+        was_full
     }
+}
 
-    /// Places taken now.
-    #[cfg(test)]
-    fn taken(&self) -> usize {
-        self.taken.load(Ordering::Acquire)
-    }
-
-    /// Gives back `places` taken places, waking the callers waiting for one.
-    pub(crate) fn give_back(&self, places: usize) {
-        if places == 0 {
-            return;
-        }
-        // Someone may wait only while every place is taken.
-        if self.taken.fetch_sub(places, Ordering::AcqRel) >= self.limit {
-            self.freed.notify_waiters();
-        }
-    }
+/// What the inbox's lock guards.
+struct Queue {
+    jobs: Vec<Job>,
+    room: Room,
 }
 
 /// Where callers leave keys for the batcher; see the module doc.
 pub(crate) struct Inbox {
-    queue: Mutex<Vec<Job>>,
+    queue: Mutex<Queue>,
     notify: Notify,
+    /// Wakes the callers waiting for a place in the room.
+    freed: Notify,
     /// Requests in flight, all servers together (kept by the batcher).
     inflight: AtomicUsize,
     /// Keys waiting here that make a request ready to leave (set by the
     /// batcher after each dispatch; at most a full request).
     ready_at: AtomicUsize,
-    /// `client.lookup.queue-size` places for keys not yet answered.
-    room: Room,
     /// Every lookuper handle is gone.
     closed: AtomicBool,
 }
@@ -173,18 +144,26 @@ pub(crate) struct Inbox {
 impl Inbox {
     pub(crate) fn new(config: &LookupConfig) -> Self {
         Self {
-            queue: Mutex::new(Vec::new()),
+            queue: Mutex::new(Queue {
+                jobs: Vec::new(),
+                room: Room::new(config.queue_size),
+            }),
             notify: Notify::new(),
+            freed: Notify::new(),
             inflight: AtomicUsize::new(0),
             ready_at: AtomicUsize::new(config.max_batch_size),
-            room: Room::new(config.queue_size),
             closed: AtomicBool::new(false),
         }
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Hands one key to the batcher, after waiting for room among
     /// `client.lookup.queue-size` keys; wakes the batcher when a request
-    /// is ready to leave.
+    /// is ready to leave. The place is taken and the key left under one
+    /// lock, so a caller that gives up (drops this future) holds no place.
     pub(crate) async fn submit(
         &self,
         partition: Option<i64>,
@@ -192,26 +171,62 @@ impl Inbox {
         key: KeyBytes,
         reply: Reply,
     ) {
-        // No await between the place and the push: a caller that gives up
-        // (drops this future) holds no place.
-        self.room.take().await;
-        let job = Job {
+        let mut job = Job {
             partition,
             bucket,
             key,
             reply,
             attempts: 0,
         };
-        let waiting = {
-            let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-            queue.push(job);
-            queue.len()
+        let waiting = loop {
+            job = match self.try_push(job) {
+                Ok(waiting) => break waiting,
+                Err(job) => job,
+            };
+            // Registered before trying again, so a place given back after
+            // the try wakes this caller.
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            job = match self.try_push(job) {
+                Ok(waiting) => break waiting,
+                Err(job) => job,
+            };
+            freed.await;
         };
         if waiting >= self.ready_at.load(Ordering::Relaxed)
             || self.inflight.load(Ordering::Acquire) == 0
         {
             self.notify.notify_one();
         }
+    }
+
+    /// Leaves `job` if the room has a place: the keys now waiting; the job
+    /// back when the room is full.
+    fn try_push(&self, job: Job) -> std::result::Result<usize, Job> {
+        let mut queue = self.lock();
+        if !queue.room.try_take() {
+            return Err(job);
+        }
+        queue.jobs.push(job);
+        Ok(queue.jobs.len())
+    }
+
+    /// Gives back the places of `places` answered keys, waking the callers
+    /// waiting for one.
+    pub(crate) fn give_back(&self, places: usize) {
+        if places == 0 {
+            return;
+        }
+        if self.lock().room.give_back(places) {
+            self.freed.notify_waiters();
+        }
+    }
+
+    /// Places taken now.
+    #[cfg(test)]
+    fn taken(&self) -> usize {
+        self.lock().room.taken
     }
 
     /// The handles are gone: the batcher ends once every key is answered.
@@ -222,8 +237,7 @@ impl Inbox {
 
     /// Takes every key left so far into `into` (emptied by the caller).
     fn drain(&self, into: &mut Vec<Job>) {
-        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        std::mem::swap(&mut *queue, into);
+        std::mem::swap(&mut self.lock().jobs, into);
     }
 }
 
@@ -247,6 +261,43 @@ struct Server {
 
 /// A bucket of the table: `(partition id, bucket id)`.
 type BucketKey = (Option<i64>, i32);
+
+/// Per partition, the index in `Batcher::servers` of each bucket's
+/// leader. A table without partitions has its own field, so routing its
+/// keys hashes nothing (SipHash of the partition was ~0.7 % of a lookup's
+/// client CPU).
+#[derive(Default)]
+struct Routes {
+    unpartitioned: Option<Vec<usize>>,
+    partitions: HashMap<i64, Vec<usize>>,
+}
+
+impl Routes {
+    fn get(&self, partition: Option<i64>) -> Option<&Vec<usize>> {
+        match partition {
+            None => self.unpartitioned.as_ref(),
+            Some(id) => self.partitions.get(&id),
+        }
+    }
+
+    fn insert(&mut self, partition: Option<i64>, leaders: Vec<usize>) {
+        match partition {
+            None => self.unpartitioned = Some(leaders),
+            Some(id) => {
+                self.partitions.insert(id, leaders);
+            }
+        }
+    }
+
+    fn remove(&mut self, partition: Option<i64>) {
+        match partition {
+            None => self.unpartitioned = None,
+            Some(id) => {
+                self.partitions.remove(&id);
+            }
+        }
+    }
+}
 
 /// One request's keys, grouped per bucket in request order.
 struct Request {
@@ -295,7 +346,7 @@ pub(crate) struct Batcher {
     arrived: Vec<Job>,
     servers: Vec<Server>,
     /// Per partition, the index in `servers` of each bucket's leader.
-    routes: HashMap<Option<i64>, Vec<usize>>,
+    routes: Routes,
     /// Keys whose partition waits for a route.
     unrouted: HashMap<Option<i64>, Vec<Job>>,
     refreshes: JoinSet<(Option<i64>, Result<TableRoute>)>,
@@ -322,7 +373,7 @@ impl Batcher {
             inbox,
             arrived: Vec::new(),
             servers: Vec::new(),
-            routes: HashMap::new(),
+            routes: Routes::default(),
             unrouted: HashMap::new(),
             refreshes: JoinSet::new(),
             delayed: Vec::new(),
@@ -365,9 +416,7 @@ impl Batcher {
 
     /// Gives back the places of the keys answered since the last call.
     fn give_back_places(&mut self) {
-        self.inbox
-            .room
-            .give_back(std::mem::take(&mut self.answered));
+        self.inbox.give_back(std::mem::take(&mut self.answered));
     }
 
     /// Routes every key callers left since the last look.
@@ -396,7 +445,7 @@ impl Batcher {
     fn route(&mut self, job: Job) {
         let server = self
             .routes
-            .get(&job.partition)
+            .get(job.partition)
             .and_then(|leaders| leaders.get(usize::try_from(job.bucket).ok()?))
             .copied();
         match server {
@@ -408,7 +457,7 @@ impl Batcher {
                     server.point.push_back(job);
                 }
             }
-            None if self.routes.contains_key(&job.partition) => {
+            None if self.routes.get(job.partition).is_some() => {
                 let bucket = job.bucket;
                 self.answered += 1;
                 job.reply.fail(ClientError::Invalid(format!(
@@ -644,7 +693,7 @@ impl Batcher {
             // without waiting for the batcher to be woken; it settles the
             // rest (errors, retries) and the slot.
             let answered = answer.complete_clean();
-            inbox.room.give_back(answered);
+            inbox.give_back(answered);
             answer
         });
     }
@@ -729,7 +778,7 @@ impl Batcher {
             return;
         }
         if error.needs_metadata_refresh() {
-            self.routes.remove(&job.partition);
+            self.routes.remove(job.partition);
         }
         job.attempts += 1;
         tracing::debug!(
@@ -999,55 +1048,74 @@ mod tests {
         future.poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
     }
 
+    /// An inbox whose room holds `places` keys.
+    fn inbox_of(places: usize) -> Inbox {
+        Inbox::new(&LookupConfig {
+            queue_size: places,
+            ..LookupConfig::default()
+        })
+    }
+
+    /// A caller leaving one key (its answer is dropped unheard).
+    async fn leave_key(inbox: &Inbox) {
+        let (tx, _rx) = oneshot::channel();
+        inbox
+            .submit(None, 0, KeyBytes::new(b"k"), Reply::Point(tx))
+            .await;
+    }
+
     #[test]
     fn a_full_room_makes_callers_wait_until_a_place_is_given_back() {
-        let room = Room::new(2);
-        let first = poll_once(std::pin::pin!(room.take()));
-        let second = poll_once(std::pin::pin!(room.take()));
+        let inbox = inbox_of(2);
+        let first = poll_once(std::pin::pin!(leave_key(&inbox)));
+        let second = poll_once(std::pin::pin!(leave_key(&inbox)));
         assert!(first.is_ready() && second.is_ready(), "two places are free");
-        assert_eq!(room.taken(), 2);
+        assert_eq!(inbox.taken(), 2);
 
-        let mut third = std::pin::pin!(room.take());
+        let mut third = std::pin::pin!(leave_key(&inbox));
         assert!(poll_once(third.as_mut()).is_pending(), "the room is full");
-        assert_eq!(room.taken(), 2, "a waiting caller holds no place");
+        assert_eq!(inbox.taken(), 2, "a waiting caller holds no place");
         assert!(
             poll_once(third.as_mut()).is_pending(),
             "nothing was given back"
         );
 
-        room.give_back(1);
+        inbox.give_back(1);
         let third = poll_once(third.as_mut());
         assert!(
             third.is_ready(),
             "a place given back goes to the waiting caller"
         );
-        assert_eq!(room.taken(), 2);
-        room.give_back(2);
-        assert_eq!(room.taken(), 0, "every place is given back");
+        assert_eq!(inbox.taken(), 2);
+        let mut left = Vec::new();
+        inbox.drain(&mut left);
+        assert_eq!(left.len(), 3, "every caller that got a place left its key");
+        inbox.give_back(2);
+        assert_eq!(inbox.taken(), 0, "every place is given back");
     }
 
     #[test]
     fn places_given_back_together_go_to_as_many_waiting_callers() {
-        let room = Room::new(2);
+        let inbox = inbox_of(2);
         for _ in 0..2 {
-            assert!(poll_once(std::pin::pin!(room.take())).is_ready());
+            assert!(poll_once(std::pin::pin!(leave_key(&inbox))).is_ready());
         }
-        let mut third = std::pin::pin!(room.take());
-        let mut fourth = std::pin::pin!(room.take());
-        let mut fifth = std::pin::pin!(room.take());
+        let mut third = std::pin::pin!(leave_key(&inbox));
+        let mut fourth = std::pin::pin!(leave_key(&inbox));
+        let mut fifth = std::pin::pin!(leave_key(&inbox));
         for waiting in [third.as_mut(), fourth.as_mut()] {
             assert!(poll_once(waiting).is_pending(), "the room is full");
         }
         assert!(poll_once(fifth.as_mut()).is_pending(), "the room is full");
 
-        room.give_back(2);
+        inbox.give_back(2);
         assert!(poll_once(third.as_mut()).is_ready());
         assert!(poll_once(fourth.as_mut()).is_ready());
         assert!(
             poll_once(fifth.as_mut()).is_pending(),
             "two places went back, and two callers took them"
         );
-        assert_eq!(room.taken(), 2);
+        assert_eq!(inbox.taken(), 2);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1055,21 +1123,21 @@ mod tests {
         // More callers than places, on two threads, each holding its place
         // across a yield: every one gets its places (the test ends), and
         // no more callers hold a place at once than the room has.
-        let room = Arc::new(Room::new(3));
+        let inbox = Arc::new(inbox_of(3));
         let holding = Arc::new(AtomicUsize::new(0));
         let most = Arc::new(AtomicUsize::new(0));
         let tasks: Vec<_> = (0..64)
             .map(|_| {
-                let (room, holding, most) =
-                    (Arc::clone(&room), Arc::clone(&holding), Arc::clone(&most));
+                let (inbox, holding, most) =
+                    (Arc::clone(&inbox), Arc::clone(&holding), Arc::clone(&most));
                 tokio::spawn(async move {
                     for _ in 0..50 {
-                        room.take().await;
+                        leave_key(&inbox).await;
                         let now = holding.fetch_add(1, Ordering::AcqRel) + 1;
                         most.fetch_max(now, Ordering::AcqRel);
                         tokio::task::yield_now().await;
                         holding.fetch_sub(1, Ordering::AcqRel);
-                        room.give_back(1);
+                        inbox.give_back(1);
                     }
                 })
             })
@@ -1077,7 +1145,10 @@ mod tests {
         for task in tasks {
             task.await.expect("a caller panicked");
         }
-        assert_eq!(room.taken(), 0, "every place is given back");
+        assert_eq!(inbox.taken(), 0, "every place is given back");
+        let mut left = Vec::new();
+        inbox.drain(&mut left);
+        assert_eq!(left.len(), 64 * 50, "every key was left");
         let most = most.load(Ordering::Acquire);
         assert!(
             most <= 3,
