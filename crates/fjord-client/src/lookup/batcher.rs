@@ -48,6 +48,7 @@ use tokio::task::JoinSet;
 
 use super::config::{LookupConfig, REQUESTS_PER_SERVER_MAX};
 use super::key::KeyBytes;
+use super::request::{BucketKey, KeyOf, KeysRequest};
 use crate::admin::TableInfo;
 use crate::client::FlussClient;
 use crate::connection::ServerConnection;
@@ -258,9 +259,6 @@ struct Server {
     /// Which queue the next request takes first, so neither starves.
     prefix_next: bool,
 }
-
-/// A bucket of the table: `(partition id, bucket id)`.
-type BucketKey = (Option<i64>, i32);
 
 /// Per partition, the index in `Batcher::servers` of each bucket's
 /// leader. A table without partitions has its own field, so routing its
@@ -610,74 +608,11 @@ impl Batcher {
     fn send(&mut self, connection: ServerConnection, request: Request) {
         let table_id = self.table.table_id;
         let wait = self.config.request_timeout + ANSWER_GRACE;
-        // The request's keys, copied into one buffer of this thread's: the
-        // jobs keep theirs for resends.
-        let total = (request.groups.iter())
-            .flat_map(|(_, jobs)| jobs)
-            .map(|job| job.key.as_slice().len())
-            .sum();
-        let mut all = Vec::with_capacity(total);
-        for (_, jobs) in &request.groups {
-            for job in jobs {
-                all.extend_from_slice(job.key.as_slice());
-            }
-        }
-        let all = Bytes::from(all);
-        let mut at = 0;
-        let mut keys = |jobs: &Vec<Job>| -> Vec<Bytes> {
-            jobs.iter()
-                .map(|job| {
-                    let end = at + job.key.as_slice().len();
-                    let key = all.slice(at..end);
-                    at = end;
-                    key
-                })
-                .collect()
-        };
-        let call = if request.prefix {
-            let buckets_req = request
-                .groups
-                .iter()
-                .map(
-                    |((partition_id, bucket_id), jobs)| pb::PbPrefixLookupReqForBucket {
-                        partition_id: *partition_id,
-                        bucket_id: *bucket_id,
-                        keys: keys(jobs),
-                        routing_bucket_count: None,
-                    },
-                )
-                .collect();
-            let message = pb::PrefixLookupRequest {
-                table_id,
-                buckets_req,
-            };
-            Call::Prefix(message)
-        } else {
-            let buckets_req = request
-                .groups
-                .iter()
-                .map(
-                    |((partition_id, bucket_id), jobs)| pb::PbLookupReqForBucket {
-                        partition_id: *partition_id,
-                        bucket_id: *bucket_id,
-                        keys: keys(jobs),
-                        original_partition_name: None,
-                        routing_bucket_count: None,
-                    },
-                )
-                .collect();
-            Call::Point(pb::LookupRequest {
-                table_id,
-                buckets_req,
-                insert_if_not_exists: None,
-                acks: None,
-                timeout_ms: None,
-            })
-        };
         let inbox = Arc::clone(&self.inbox);
         self.requests.spawn(async move {
-            let api = call.api();
-            let result = match tokio::time::timeout(wait, call.run(&connection)).await {
+            let api = request.api();
+            let run = request.run(&connection, table_id);
+            let result = match tokio::time::timeout(wait, run).await {
                 Ok(result) => result,
                 Err(_) => Err(ClientError::Server {
                     api: api.name(),
@@ -705,11 +640,7 @@ impl Batcher {
         let server = &mut self.servers[request.server];
         server.inflight -= 1;
         server.inflight_keys -= request.keys;
-        let api = if request.prefix {
-            ApiKey::PrefixLookup
-        } else {
-            ApiKey::Lookup
-        };
+        let api = request.api();
         let mut answers = match result {
             Ok(answers) => answers,
             Err(error) => {
@@ -877,39 +808,27 @@ fn complete(jobs: Vec<Job>, values: Values) {
 }
 
 /// A request to send, of either kind.
-enum Call {
-    Point(pb::LookupRequest),
-    Prefix(pb::PrefixLookupRequest),
+impl KeyOf for Job {
+    fn key(&self) -> &[u8] {
+        self.key.as_slice()
+    }
 }
 
-impl Call {
+impl Request {
     fn api(&self) -> ApiKey {
-        match self {
-            Call::Point(_) => ApiKey::Lookup,
-            Call::Prefix(_) => ApiKey::PrefixLookup,
+        if self.prefix {
+            ApiKey::PrefixLookup
+        } else {
+            ApiKey::Lookup
         }
     }
 
     /// Sends the request and reads each bucket's part of the answer.
-    async fn run(&self, connection: &ServerConnection) -> Result<Vec<BucketAnswer>> {
-        Ok(match self {
-            Call::Point(request) => connection
-                .request::<_, pb::LookupResponse>(ApiKey::Lookup, request)
-                .await?
-                .buckets_resp
-                .into_iter()
-                .map(|b| BucketAnswer {
-                    partition_id: b.partition_id,
-                    bucket_id: b.bucket_id,
-                    error: b
-                        .error_code
-                        .filter(|&c| c != 0)
-                        .map(|c| (c, b.error_message)),
-                    values: Values::Point(b.values.into_iter().map(|v| v.values).collect()),
-                })
-                .collect(),
-            Call::Prefix(request) => connection
-                .request::<_, pb::PrefixLookupResponse>(ApiKey::PrefixLookup, request)
+    async fn run(&self, connection: &ServerConnection, table_id: i64) -> Result<Vec<BucketAnswer>> {
+        let message = KeysRequest::new(table_id, &self.groups);
+        Ok(if self.prefix {
+            connection
+                .request::<_, pb::PrefixLookupResponse>(ApiKey::PrefixLookup, &message)
                 .await?
                 .buckets_resp
                 .into_iter()
@@ -922,7 +841,23 @@ impl Call {
                         .map(|c| (c, b.error_message)),
                     values: Values::Prefix(b.value_lists.into_iter().map(|l| l.values).collect()),
                 })
-                .collect(),
+                .collect()
+        } else {
+            connection
+                .request::<_, pb::LookupResponse>(ApiKey::Lookup, &message)
+                .await?
+                .buckets_resp
+                .into_iter()
+                .map(|b| BucketAnswer {
+                    partition_id: b.partition_id,
+                    bucket_id: b.bucket_id,
+                    error: b
+                        .error_code
+                        .filter(|&c| c != 0)
+                        .map(|c| (c, b.error_message)),
+                    values: Values::Point(b.values.into_iter().map(|v| v.values).collect()),
+                })
+                .collect()
         })
     }
 }

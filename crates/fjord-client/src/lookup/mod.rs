@@ -27,6 +27,7 @@
 mod batcher;
 pub mod config;
 mod key;
+mod request;
 
 use std::cell::RefCell;
 use std::sync::Arc;
