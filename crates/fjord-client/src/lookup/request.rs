@@ -22,8 +22,10 @@ use prost::{DecodeError, Message};
 /// A bucket of the table: `(partition id, bucket id)`.
 pub(super) type BucketKey = (Option<i64>, i32);
 
-/// Something holding one encoded key.
+/// Something holding one encoded key (a caller's job; a plain buffer in
+/// tests).
 pub(super) trait KeyOf {
+    /// The key's bytes, as they go on the wire.
     fn key(&self) -> &[u8];
 }
 
@@ -35,6 +37,8 @@ pub(super) struct KeysRequest<'a, J> {
 }
 
 impl<'a, J> KeysRequest<'a, J> {
+    /// The request for `table_id` of `groups`' keys, bucket by bucket in
+    /// their order.
     pub(super) fn new(table_id: i64, groups: &'a [(BucketKey, Vec<J>)]) -> Self {
         Self { table_id, groups }
     }
