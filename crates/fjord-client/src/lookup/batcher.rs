@@ -115,6 +115,11 @@ impl Room {
     /// Gives back `places`; whether every place was taken before, so
     /// callers may be waiting for one.
     fn give_back(&mut self, places: usize) -> bool {
+        debug_assert!(
+            places <= self.taken,
+            "{places} places given back, {} taken",
+            self.taken
+        );
         let was_full = self.taken >= self.limit;
         self.taken -= places.min(self.taken);
         was_full
@@ -262,8 +267,8 @@ struct Server {
 
 /// Per partition, the index in `Batcher::servers` of each bucket's
 /// leader. A table without partitions has its own field, so routing its
-/// keys hashes nothing (SipHash of the partition was ~0.7 % of a lookup's
-/// client CPU).
+/// keys hashes nothing (SipHash of the partition was ~0.7 % of the
+/// native client's profile on one worker, `docs/bench-notes/kv.md`).
 #[derive(Default)]
 struct Routes {
     unpartitioned: Option<Vec<usize>>,
@@ -807,7 +812,6 @@ fn complete(jobs: Vec<Job>, values: Values) {
     }
 }
 
-/// A request to send, of either kind.
 impl KeyOf for Job {
     fn key(&self) -> &[u8] {
         self.key.as_slice()
@@ -815,6 +819,7 @@ impl KeyOf for Job {
 }
 
 impl Request {
+    /// The API this request goes as.
     fn api(&self) -> ApiKey {
         if self.prefix {
             ApiKey::PrefixLookup

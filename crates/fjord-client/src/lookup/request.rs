@@ -111,6 +111,7 @@ mod tests {
     use super::*;
     use bytes::Bytes;
     use fjord_proto::messages as pb;
+    use proptest::prelude::*;
 
     impl KeyOf for Vec<u8> {
         fn key(&self) -> &[u8] {
@@ -118,97 +119,69 @@ mod tests {
         }
     }
 
-    /// A deterministic generator (splitmix64).
-    struct Rng(u64);
+    type Groups = Vec<(BucketKey, Vec<Vec<u8>>)>;
 
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
+    /// Requests' groups: with and without partitions, negative ids, empty
+    /// groups and keys, keys long enough for a two-byte length.
+    fn groups() -> impl Strategy<Value = Groups> {
+        let key = prop::collection::vec(any::<u8>(), 0..300);
+        let group = (
+            (prop::option::of(any::<i64>()), any::<i32>()),
+            prop::collection::vec(key, 0..6),
+        );
+        prop::collection::vec(group, 0..5)
     }
 
-    /// Groups of random buckets (with and without partitions, negative
-    /// ids, empty groups and keys, keys long enough for a two-byte length).
-    fn random_groups(rng: &mut Rng) -> Vec<(BucketKey, Vec<Vec<u8>>)> {
-        (0..rng.next() % 5)
-            .map(|_| {
-                let partition = match rng.next() % 3 {
-                    0 => None,
-                    1 => Some(rng.next() as i64),
-                    _ => Some(-((rng.next() % 1000) as i64)),
-                };
-                let bucket = (rng.next() % 2000) as i32 - 5;
-                let keys = (0..rng.next() % 6)
-                    .map(|_| {
-                        let len = [0, 1, 17, 127, 128, 300][(rng.next() % 6) as usize];
-                        (0..len).map(|_| rng.next() as u8).collect()
-                    })
-                    .collect();
-                ((partition, bucket), keys)
-            })
-            .collect()
+    /// prost's encoding of the same Lookup and PrefixLookup messages.
+    fn by_prost(table_id: i64, groups: &Groups) -> (Vec<u8>, Vec<u8>) {
+        let keys = |keys: &Vec<Vec<u8>>| -> Vec<Bytes> {
+            keys.iter().map(|k| Bytes::copy_from_slice(k)).collect()
+        };
+        let point = pb::LookupRequest {
+            table_id,
+            buckets_req: (groups.iter())
+                .map(|((partition_id, bucket_id), k)| pb::PbLookupReqForBucket {
+                    partition_id: *partition_id,
+                    bucket_id: *bucket_id,
+                    keys: keys(k),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let prefix = pb::PrefixLookupRequest {
+            table_id,
+            buckets_req: (groups.iter())
+                .map(
+                    |((partition_id, bucket_id), k)| pb::PbPrefixLookupReqForBucket {
+                        partition_id: *partition_id,
+                        bucket_id: *bucket_id,
+                        keys: keys(k),
+                        ..Default::default()
+                    },
+                )
+                .collect(),
+        };
+        (point.encode_to_vec(), prefix.encode_to_vec())
     }
 
-    /// The request is byte for byte what prost writes for the same
-    /// Lookup and PrefixLookup messages, and its length is the one it
-    /// writes.
-    #[test]
-    fn a_request_encodes_as_prost_encodes_both_lookup_messages() {
-        let mut rng = Rng(7);
-        for case in 0..500 {
-            let table_id = match case % 3 {
-                0 => 0,
-                1 => rng.next() as i64,
-                _ => -((rng.next() % 100) as i64),
-            };
-            let groups = random_groups(&mut rng);
-            let ours = KeysRequest::new(table_id, &groups).encode_to_vec();
-            assert_eq!(
-                ours.len(),
-                KeysRequest::new(table_id, &groups).encoded_len(),
-                "case {case}: encoded_len"
-            );
-            let keys = |keys: &Vec<Vec<u8>>| -> Vec<Bytes> {
-                keys.iter().map(|k| Bytes::copy_from_slice(k)).collect()
-            };
-            let point = pb::LookupRequest {
-                table_id,
-                buckets_req: groups
-                    .iter()
-                    .map(
-                        |&((partition_id, bucket_id), ref k)| pb::PbLookupReqForBucket {
-                            partition_id,
-                            bucket_id,
-                            keys: keys(k),
-                            original_partition_name: None,
-                            routing_bucket_count: None,
-                        },
-                    )
-                    .collect(),
-                insert_if_not_exists: None,
-                acks: None,
-                timeout_ms: None,
-            };
-            assert_eq!(ours, point.encode_to_vec(), "case {case}: Lookup");
-            let prefix = pb::PrefixLookupRequest {
-                table_id,
-                buckets_req: groups
-                    .iter()
-                    .map(
-                        |&((partition_id, bucket_id), ref k)| pb::PbPrefixLookupReqForBucket {
-                            partition_id,
-                            bucket_id,
-                            keys: keys(k),
-                            routing_bucket_count: None,
-                        },
-                    )
-                    .collect(),
-            };
-            assert_eq!(ours, prefix.encode_to_vec(), "case {case}: PrefixLookup");
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        /// The request is byte for byte what prost writes for the same
+        /// Lookup and PrefixLookup messages, and its length is the one it
+        /// writes.
+        #[test]
+        fn a_request_encodes_as_prost_encodes_both_lookup_messages(
+            table_id in any::<i64>(),
+            groups in groups(),
+        ) {
+            let request = KeysRequest::new(table_id, &groups);
+            let ours = request.encode_to_vec();
+            prop_assert_eq!(ours.len(), request.encoded_len());
+            let (point, prefix) = by_prost(table_id, &groups);
+            prop_assert_eq!(&ours, &point, "Lookup");
+            prop_assert_eq!(&ours, &prefix, "PrefixLookup");
         }
     }
 }
